@@ -1,0 +1,34 @@
+# Buddy: `make run` serves it, `make test` tests it (contract §1).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint bench-deps migrate clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit("Buddy needs Python >= 3.11") if sys.version_info < (3, 11) else None'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet ".[dev]"
+	touch $@
+
+run: $(VENV)/.installed
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py bootstrap
+	$(PY) manage.py serve --host $(HOST) --port $(PORT)
+
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(PY) -m pytest
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench-deps: $(VENV)/.installed
+	$(PY) -m pip install --quiet ".[dev,bench]"
+
+clean:
+	rm -rf $(VENV) var/test_buddy_*.sqlite3*

@@ -1,0 +1,36 @@
+"""The one NinjaAPI; each app contributes a router (contract §4)."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, ValidationError
+
+from buddy.auth import api_auth
+from conversations.api import router as conversations_router
+from memory.api import router as memory_router
+
+api = NinjaAPI(
+    title="Buddy API",
+    version="1",
+    description="Talk to Buddy and read its memory. Authenticate with the session cookie (plus the CSRF "
+    "token for POST) or `Authorization: Bearer <token>` from `manage.py create_api_token`.",
+    auth=api_auth,
+    docs_url="/api/docs",
+    openapi_url="/api/openapi.json",
+    urls_namespace="api",
+)
+
+
+@api.exception_handler(AuthenticationError)
+def not_authenticated(request: HttpRequest, exc: AuthenticationError):
+    return api.create_response(request, {"detail": "Authentication credentials were not provided."}, status=401)
+
+
+@api.exception_handler(ValidationError)
+def invalid_input(request: HttpRequest, exc: ValidationError):
+    return api.create_response(request, {"detail": exc.errors}, status=422)
+
+
+api.add_router("", conversations_router)
+api.add_router("", memory_router)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CanvasConfig(AppConfig):
+    name = "canvas"
+    verbose_name = "Canvas"

@@ -1,0 +1,88 @@
+"""Facts about archived content that are computed once, on write (contract §3)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+CHAT_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+DEFAULT_AGENT = "buddy"
+DEFAULT_CHAT_ID = "main"
+
+Block = dict[str, Any]
+
+
+def dumps_compact(content: Any) -> str:
+    """The one serialisation the token estimate is defined on."""
+    return json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+
+
+def estimate_tokens(content: Any) -> int:
+    """Contract §3: ceil(len(compact JSON) / 4)."""
+    return math.ceil(len(dumps_compact(content)) / 4)
+
+
+def normalize_content(content: str | list[Block]) -> list[Block]:
+    """A plain string becomes one text block; block lists are stored as given."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content)
+
+
+def is_turn_start(role: str, content: list[Block]) -> bool:
+    """A turn starts with a user message holding a text block and no tool_result."""
+    if role != "user":
+        return False
+    types = {block.get("type") for block in content if isinstance(block, dict)}
+    return "text" in types and "tool_result" not in types
+
+
+def text_of(content: list[Block]) -> str:
+    """The text blocks of a message, joined: what a person reads as its text."""
+    return "\n".join(
+        block.get("text", "") for block in content if isinstance(block, dict) and block.get("type") == "text"
+    )
+
+
+def chat_id_or_default(chat_id: str | None) -> str:
+    return chat_id or DEFAULT_CHAT_ID
+
+
+def agent_or_default(agent: str | None) -> str:
+    return agent or DEFAULT_AGENT
+
+
+KNOWN_BLOCK_TYPES = {"text", "tool_use", "tool_result", "image", "document", "thinking", "redacted_thinking"}
+
+
+def validate_content(role: str, content: Any) -> list[Block]:
+    """Check one message as the Messages API would; returns the normalised blocks or raises ValueError."""
+    if role not in {"user", "assistant"}:
+        raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
+    if isinstance(content, str):
+        if not content:
+            raise ValueError("content is an empty string")
+        return normalize_content(content)
+    if not isinstance(content, list) or not content:
+        raise ValueError("content must be a non-empty string or a non-empty list of blocks")
+    for index, block in enumerate(content):
+        if not isinstance(block, dict) or block.get("type") not in KNOWN_BLOCK_TYPES:
+            raise ValueError(f"block {index} is not a content block with a known 'type'")
+        kind = block["type"]
+        if kind == "text" and (not isinstance(block.get("text"), str) or not block["text"]):
+            raise ValueError(f"text block {index} needs a non-empty 'text'")
+        if kind == "tool_use":
+            if role != "assistant":
+                raise ValueError(f"tool_use block {index} must be in an assistant message")
+            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+                raise ValueError(f"tool_use block {index} needs an 'id' and a 'name'")
+            if not isinstance(block.get("input"), dict):
+                raise ValueError(f"tool_use block {index} needs an object 'input'")
+        if kind == "tool_result":
+            if role != "user":
+                raise ValueError(f"tool_result block {index} must be in a user message")
+            if not isinstance(block.get("tool_use_id"), str):
+                raise ValueError(f"tool_result block {index} needs a 'tool_use_id'")
+    return list(content)

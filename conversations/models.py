@@ -1,0 +1,145 @@
+"""Agents, sessions and the message archive: the ground every other app stands on."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from conversations.content import CHAT_ID_RE
+
+chat_id_validator = RegexValidator(CHAT_ID_RE, "A chat id is 1–64 characters of A-Z a-z 0-9 _ . : -")
+
+
+class Agent(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=100)
+    avatar = models.CharField(max_length=16, default="🤖", help_text="A short string: an emoji or initials.")
+    personality = models.TextField(blank=True, help_text="Opens the system prompt of every call.")
+    model = models.CharField(max_length=100, blank=True, help_text="Empty: BUDDY_MODEL.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Session(models.Model):
+    """One conversation: a user's chat with an agent, named by the client's `chat_id`."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="buddy_sessions")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
+    chat_id = models.CharField(max_length=64, validators=[chat_id_validator])
+    # The id of the window's first message. It only moves forward (contract §3 rule 5) and is stored so
+    # that every process and every restart sends the same prefix; 0 means "from the beginning".
+    window_start_id = models.BigIntegerField(default=0)
+    # The turn lease: one turn at a time per session, without holding a transaction across a model
+    # call. A process that dies leaves a lease that expires; renewing it proves the holder is alive.
+    turn_lease_id = models.CharField(max_length=32, blank=True, default="")
+    turn_lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # Set by `cancel` from any process; the turn holding the lease polls it and stops.
+    turn_cancel_requested = models.BooleanField(default=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["user", "agent", "chat_id"], name="session_unique_user_agent_chat"),
+            models.CheckConstraint(condition=~Q(chat_id=""), name="session_chat_id_not_empty"),
+            models.CheckConstraint(condition=Q(window_start_id__gte=0), name="session_window_start_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} · {self.agent_id and self.agent.slug} · {self.chat_id}"
+
+
+class Message(models.Model):
+    """One archived message, exactly as exchanged with the model. Never rewritten, never deleted."""
+
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.JSONField(help_text="Anthropic content blocks.")
+    # Computed once on write (contract §3), so the window walk never re-serialises content.
+    tokens = models.PositiveIntegerField()
+    is_turn_start = models.BooleanField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            # "The newest N messages of a session" and "messages after the window start" are one
+            # range scan of this index.
+            models.Index(fields=["session", "id"], name="message_session_id"),
+            models.Index(fields=["session", "created_at"], name="message_session_created"),
+            models.Index(
+                fields=["session", "id"], name="message_session_turn_start", condition=Q(is_turn_start=True)
+            ),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(role__in=["user", "assistant"]), name="message_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.role}"
+
+
+class ModelCall(models.Model):
+    """Every call to the model provider, with its usage: the audit trail for staff and stats."""
+
+    class Kind(models.TextChoices):
+        CHAT = "chat"
+        SUMMARY = "summary"
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="model_calls")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CHAT)
+    model = models.CharField(max_length=100)
+    input_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    cache_read_input_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_input_tokens = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    stop_reason = models.CharField(max_length=32, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "created_at"], name="modelcall_session_created")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.model} ({self.input_tokens}→{self.output_tokens})"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the HTTP API. Only its SHA-256 is stored; the token is shown once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=12, help_text="The first characters, to tell tokens apart.")
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"
+
+
+class IdempotencyKey(models.Model):
+    """The first answer to a `POST /prompt` with an `Idempotency-Key`, replayed for every repeat."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, related_name="+")
+    # The archived prompt, once there is one: a retry after a crash resumes that turn, never re-archives.
+    prompt = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, related_name="+")
+    status_code = models.PositiveSmallIntegerField(null=True)
+    response = models.JSONField(null=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_unique_user_key")]

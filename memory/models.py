@@ -1,0 +1,27 @@
+"""Rolling summaries of what slid out of the window."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+
+class Summary(models.Model):
+    """The summary of everything in a session up to and including `through_message`.
+    The latest one (highest `through_message`) is the one in the prompt."""
+
+    session = models.ForeignKey("conversations.Session", on_delete=models.CASCADE, related_name="summaries")
+    text = models.TextField()
+    through_message = models.ForeignKey("conversations.Message", on_delete=models.CASCADE, related_name="+")
+    tokens = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name_plural = "summaries"
+        indexes = [models.Index(fields=["session", "through_message"], name="summary_session_through")]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "through_message"], name="summary_unique_session_through")
+        ]
+
+    def __str__(self) -> str:
+        return f"summary of {self.session} through #{self.through_message_id}"

@@ -1,0 +1,78 @@
+"""Shared fixtures. Settings that tests depend on are pinned here, before Django loads, so that a
+developer's environment (an API key, a production DATABASE_URL) never leaks into the suite."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+# Pin what the suite relies on. DATABASE_URL and REDIS_URL are honoured (CI sets them to run the
+# suite on PostgreSQL and Redis); everything model-related is pinned.
+for name in list(os.environ):
+    if name.startswith(("ANTHROPIC_", "BUDDY_")):
+        del os.environ[name]
+os.environ["BUDDY_LLM"] = "offline"
+os.environ["BUDDY_SUMMARIES"] = "off"
+os.environ["BUDDY_TASKS_SYNC"] = "1"
+# A per-run prefix, so parallel runs against one shared Redis never see each other's messages.
+os.environ["BUDDY_CHANNEL_PREFIX"] = f"buddy-test-{uuid.uuid4().hex[:8]}"
+if os.environ.get("DATABASE_URL", "").strip() == "":
+    os.environ.pop("DATABASE_URL", None)
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E402
+
+hypothesis_settings.register_profile(
+    "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
+)
+hypothesis_settings.register_profile("dev", deadline=None, max_examples=30)
+hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
+    """One test database per run (by pid), so concurrent runs on one PostgreSQL never collide."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    suffix = f"{os.getpid()}"
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        db.setdefault("TEST", {})["NAME"] = str(settings.VAR_DIR / f"test_buddy_{suffix}.sqlite3")
+    else:
+        db.setdefault("TEST", {})["NAME"] = f"test_buddy_{suffix}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user(username="alice", password="wonderland-pass-1", first_name="Alice")
+
+
+@pytest.fixture
+def other_user(django_user_model):
+    return django_user_model.objects.create_user(username="bob", password="builder-pass-1", first_name="Bob")
+
+
+@pytest.fixture
+def staff_user(django_user_model):
+    return django_user_model.objects.create_superuser(username="root", password="root-pass-1", email="r@x.test")
+
+
+@pytest.fixture
+def agent(db):
+    from conversations.models import Agent
+
+    return Agent.objects.get(slug="buddy")
+
+
+@pytest.fixture
+def session(user, agent):
+    from conversations.services import session_get_or_create
+
+    return session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
