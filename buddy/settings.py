@@ -195,6 +195,7 @@ LOGGING = {
 
 # --- Buddy (contract §2) --------------------------------------------------------------------
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
+ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "").strip() or None
 BUDDY_LLM = os.environ.get("BUDDY_LLM", "").strip() or ("anthropic" if ANTHROPIC_API_KEY else "offline")
 BUDDY_MODEL = os.environ.get("BUDDY_MODEL", "").strip() or "claude-sonnet-4-5"
 BUDDY_SUMMARY_MODEL = os.environ.get("BUDDY_SUMMARY_MODEL", "").strip() or "claude-haiku-4-5"

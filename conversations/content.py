@@ -24,6 +24,43 @@ def estimate_tokens(content: Any) -> int:
     return math.ceil(len(dumps_compact(content)) / 4)
 
 
+def largest_block_tokens(content: list[Block]) -> int:
+    return max((estimate_tokens(block) for block in content), default=0)
+
+
+def readable_text(content: list[Block]) -> str:
+    """What a person reads in a message: text, tool inputs' values, tool results; no JSON punctuation."""
+    parts: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(block.get("text", ""))
+        elif kind == "tool_use":
+            walk(block.get("input", {}))
+        elif kind == "tool_result":
+            result = block.get("content", "")
+            if isinstance(result, list):
+                for item in result:
+                    if isinstance(item, dict) and item.get("type") == "text":
+                        parts.append(item.get("text", ""))
+            else:
+                walk(result)
+    return "\n".join(part for part in parts if part)
+
+
 def normalize_content(content: str | list[Block]) -> list[Block]:
     """A plain string becomes one text block; block lists are stored as given."""
     if isinstance(content, str):

@@ -69,6 +69,11 @@ class Message(models.Model):
     # Computed once on write (contract §3), so the window walk never re-serialises content.
     tokens = models.PositiveIntegerField()
     is_turn_start = models.BooleanField()
+    # The estimate of the largest single block: only messages with a block over the cap
+    # (BUDDY_MAX_PROMPT_TOKENS) need shortening in the window, so only those are ever re-read.
+    largest_block_tokens = models.PositiveIntegerField(default=0)
+    # What a person reads in the message (text, tool inputs, tool results), as the search index sees it.
+    search_text = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -16,7 +16,9 @@ from conversations.content import (
     chat_id_or_default,
     estimate_tokens,
     is_turn_start,
+    largest_block_tokens,
     normalize_content,
+    readable_text,
 )
 from conversations.models import Agent, ApiToken, Message, Session
 
@@ -55,6 +57,8 @@ def message_build(
         content=blocks,
         tokens=estimate_tokens(blocks),
         is_turn_start=is_turn_start(role, blocks),
+        largest_block_tokens=largest_block_tokens(blocks),
+        search_text=readable_text(blocks),
         created_at=created_at or timezone.now(),
     )
 
