@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from buddy.auth import new_token, token_hash
 from conversations.content import (
+    DEFAULT_AGENT,
     agent_or_default,
     chat_id_or_default,
     estimate_tokens,
@@ -101,6 +102,12 @@ def agent_create_or_update(
     agent.full_clean()
     agent.save()
     return agent, created
+
+
+def agent_ensure_default() -> Agent:
+    """The default agent, which a data migration creates; re-created here if it was deleted."""
+    agent, _ = Agent.objects.get_or_create(slug=DEFAULT_AGENT, defaults={"name": "Buddy", "avatar": "🤖"})
+    return agent
 
 
 def api_token_create(*, user: AbstractBaseUser) -> str:

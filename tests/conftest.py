@@ -21,7 +21,8 @@ if os.environ.get("DATABASE_URL", "").strip() == "":
     os.environ.pop("DATABASE_URL", None)
 
 import pytest  # noqa: E402
-from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E402
+from hypothesis import HealthCheck  # noqa: E402
+from hypothesis import settings as hypothesis_settings
 
 hypothesis_settings.register_profile(
     "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]

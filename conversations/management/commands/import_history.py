@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from conversations.content import CHAT_ID_RE, DEFAULT_AGENT, DEFAULT_CHAT_ID
+from conversations.history_io import ImportLineError, history_import, history_validate
+from conversations.services import UnknownAgent, session_get_or_create
+
+
+class Command(BaseCommand):
+    help = (
+        "Append a JSON Lines history ({role, content, created_at?} per line) to a user's chat. Every line is "
+        "validated first; then all are imported in one transaction, or none."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("file", type=Path)
+        parser.add_argument("--user", required=True)
+        parser.add_argument("--agent", default=DEFAULT_AGENT)
+        parser.add_argument("--chat-id", default=DEFAULT_CHAT_ID)
+
+    def handle(self, *args, file: Path, user: str, agent: str, chat_id: str, **options):
+        owner = get_user_model().objects.filter(username=user).first()
+        if owner is None:
+            raise CommandError(f"No user named {user!r}.")
+        if not CHAT_ID_RE.match(chat_id):
+            raise CommandError("--chat-id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
+        if not file.is_file():
+            raise CommandError(f"No such file: {file}")
+        tty = self.stderr.isatty() if hasattr(self.stderr, "isatty") else sys.stderr.isatty()
+
+        def progress(stage: str):
+            if not tty:
+                return None
+            return lambda line: self.stderr.write(f"\r{stage}: line {line:,}", ending="")
+
+        try:
+            with file.open(encoding="utf-8") as stream:
+                count = history_validate(stream, progress("validating"))
+        except ImportLineError as exc:
+            raise CommandError(f"{file}: {exc}. Nothing was imported.") from exc
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"{file}: not UTF-8 text ({exc.reason}). Nothing was imported.") from exc
+        try:
+            session = session_get_or_create(user=owner, agent_slug=agent, chat_id=chat_id)
+        except UnknownAgent as exc:
+            raise CommandError(f"No agent {agent!r} (see create_agent).") from exc
+        with file.open(encoding="utf-8") as stream:
+            imported = history_import(session=session, stream=stream, progress=progress("importing"))
+        if tty:
+            self.stderr.write("")
+        if imported != count:
+            raise CommandError(f"{file} changed while it was imported ({count} lines validated, {imported} imported).")
+        self.stdout.write(f"Imported {imported:,} message(s) into {user}/{agent}/{chat_id}.")

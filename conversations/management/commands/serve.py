@@ -1,0 +1,50 @@
+"""Serve Buddy: daphne (HTTP + WebSocket + static files) and the background worker, together."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from django.core.management.base import BaseCommand
+
+
+class Command(BaseCommand):
+    help = "Run daphne and the django-q2 worker side by side; Ctrl-C stops both."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--no-worker", action="store_true", help="Serve only (run workers elsewhere).")
+
+    def handle(self, *args, host: str, port: int, no_worker: bool, **options):
+        commands = [[sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "buddy.asgi:application"]]
+        if not no_worker:
+            commands.append([sys.executable, "manage.py", "qcluster"])
+        self.stdout.write(f"Buddy on http://{host}:{port}/ (admin at /admin/, API docs at /api/docs) — Ctrl-C stops.")
+        processes = [subprocess.Popen(command) for command in commands]
+        stopping = False
+
+        def stop(*_):
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        try:
+            while not stopping and all(process.poll() is None for process in processes):
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            pass
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 10
+        for process in processes:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+        failed = [process.returncode for process in processes if process.returncode not in (0, -2, -15, 130)]
+        if failed and not stopping:
+            sys.exit(1)
