@@ -61,7 +61,7 @@ def _render_block(block: dict) -> str:
         return format_html('<div class="buddy-text" style="white-space:pre-wrap">{}</div>', block.get("text", ""))
     if kind == "tool_use":
         return format_html(
-            '<div><strong>tool call</strong> <code>{}</code> (<code>{}</code>)'
+            "<div><strong>tool call</strong> <code>{}</code> (<code>{}</code>)"
             '<pre style="white-space:pre-wrap">{}</pre></div>',
             block.get("name", ""),
             block.get("id", ""),

@@ -17,8 +17,6 @@ def agents(request: HttpRequest):
 @router.get("/chats", response=list[ChatOut], summary="The user's conversations")
 def chats(request: HttpRequest):
     return [
-        ChatOut(
-            agent=s.agent.slug, chat_id=s.chat_id, last_message_at=s.last_message_at, messages=s.message_count
-        )
+        ChatOut(agent=s.agent.slug, chat_id=s.chat_id, last_message_at=s.last_message_at, messages=s.message_count)
         for s in selectors.session_list(user=request.user)
     ]

@@ -76,9 +76,7 @@ def history_validate(stream: IO[str], progress: Callable[[int], None] | None = N
     return count
 
 
-def history_import(
-    *, session: Session, stream: IO[str], progress: Callable[[int], None] | None = None
-) -> int:
+def history_import(*, session: Session, stream: IO[str], progress: Callable[[int], None] | None = None) -> int:
     """Append every line of an already validated file to the session, in one transaction."""
 
     def messages() -> Iterable[Message]:

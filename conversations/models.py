@@ -83,9 +83,7 @@ class Message(models.Model):
             # range scan of this index.
             models.Index(fields=["session", "id"], name="message_session_id"),
             models.Index(fields=["session", "created_at"], name="message_session_created"),
-            models.Index(
-                fields=["session", "id"], name="message_session_turn_start", condition=Q(is_turn_start=True)
-            ),
+            models.Index(fields=["session", "id"], name="message_session_turn_start", condition=Q(is_turn_start=True)),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(role__in=["user", "assistant"]), name="message_role_valid"),

@@ -12,8 +12,9 @@ def test_healthz_answers_without_auth(client):
 
 
 def test_healthz_reports_a_failing_channel_layer(client, settings):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
-                                           "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}}
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"]}}
+    }
     from channels.layers import channel_layers
 
     channel_layers.backends.clear()

@@ -15,9 +15,13 @@ def archived(session):
     message_append(
         session=session,
         role="assistant",
-        content=[{"type": "tool_use", "id": "toolu_9", "name": "canvas_add_card", "input": {"id": "p", "title": "Plan"}}],
+        content=[
+            {"type": "tool_use", "id": "toolu_9", "name": "canvas_add_card", "input": {"id": "p", "title": "Plan"}}
+        ],
     )
-    message_append(session=session, role="user", content=[{"type": "tool_result", "tool_use_id": "toolu_9", "content": "added"}])
+    message_append(
+        session=session, role="user", content=[{"type": "tool_result", "tool_use_id": "toolu_9", "content": "added"}]
+    )
     return session
 
 
@@ -40,8 +44,14 @@ def test_archived_messages_are_read_only_in_the_admin(client, staff_user, archiv
     message = Message.objects.first()
     detail = client.get(reverse("admin:conversations_message_change", args=[message.pk])).content.decode()
     assert 'name="_save"' not in detail
-    assert client.post(reverse("admin:conversations_message_change", args=[message.pk]), {"role": "assistant"}).status_code == 403
-    assert client.post(reverse("admin:conversations_message_delete", args=[message.pk]), {"post": "yes"}).status_code == 403
+    assert (
+        client.post(reverse("admin:conversations_message_change", args=[message.pk]), {"role": "assistant"}).status_code
+        == 403
+    )
+    assert (
+        client.post(reverse("admin:conversations_message_delete", args=[message.pk]), {"post": "yes"}).status_code
+        == 403
+    )
     assert client.get(reverse("admin:conversations_message_add")).status_code == 403
     message.refresh_from_db()
     assert message.role == "user" and Message.objects.count() == 3

@@ -32,7 +32,9 @@ GOOD = [
     {"role": "assistant", "content": [{"type": "text", "text": "Hi Diego!"}], "created_at": "2026-01-02T10:00:05Z"},
     {
         "role": "assistant",
-        "content": [{"type": "tool_use", "id": "toolu_1", "name": "canvas_add_card", "input": {"id": "c", "title": "T"}}],
+        "content": [
+            {"type": "tool_use", "id": "toolu_1", "name": "canvas_add_card", "input": {"id": "c", "title": "T"}}
+        ],
     },
     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
 ]

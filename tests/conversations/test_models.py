@@ -65,4 +65,6 @@ def test_token_estimate_follows_the_contract_formula():
     content = [{"type": "text", "text": "ab"}]
     # '[{"type":"text","text":"ab"}]' is 29 characters → ceil(29 / 4) = 8
     assert estimate_tokens(content) == 8
-    assert estimate_tokens([{"type": "text", "text": "é" * 10}]) == estimate_tokens([{"type": "text", "text": "e" * 10}])
+    assert estimate_tokens([{"type": "text", "text": "é" * 10}]) == estimate_tokens(
+        [{"type": "text", "text": "e" * 10}]
+    )
