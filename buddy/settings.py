@@ -207,5 +207,8 @@ BUDDY_MAX_PROMPT_TOKENS = env_int("BUDDY_MAX_PROMPT_TOKENS", BUDDY_CONTEXT_TOKEN
 BUDDY_MAX_TOOL_ROUNDS = env_int("BUDDY_MAX_TOOL_ROUNDS", 8)
 BUDDY_SUMMARIES = os.environ.get("BUDDY_SUMMARIES", "on").strip().lower() not in {"off", "0", "false", "no"}
 BUDDY_SUMMARY_TOKENS = env_int("BUDDY_SUMMARY_TOKENS", 2000)
+# The SDK's own retries and timeout (seconds) before a call counts as failed (HTTP 502).
+BUDDY_LLM_RETRIES = env_int("BUDDY_LLM_RETRIES", 2)
+BUDDY_LLM_TIMEOUT = env_float("BUDDY_LLM_TIMEOUT", 120.0)
 # How long a turn may hold its session's lease without renewing it before another process may take it.
 BUDDY_TURN_LEASE_SECONDS = env_int("BUDDY_TURN_LEASE_SECONDS", 120)
