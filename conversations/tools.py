@@ -29,9 +29,10 @@ class ToolOutcome:
 def tool_definitions() -> list[dict[str, Any]]:
     from canvas.tools import CANVAS_TOOLS
 
+    from conversations.schedules import SCHEDULE_TOOL
     from memory.tools import MEMORY_TOOL_DEFINITIONS
 
-    return [*CANVAS_TOOLS, *MEMORY_TOOL_DEFINITIONS]
+    return [*CANVAS_TOOLS, *MEMORY_TOOL_DEFINITIONS, SCHEDULE_TOOL]
 
 
 def _run_read_only(session: Session, name: str, tool_input: dict[str, Any]) -> ToolOutcome:
@@ -54,6 +55,13 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any]) -> Too
         except CanvasCommandError as exc:
             return ToolOutcome(f"{name} failed, nothing changed: {exc}", is_error=True)
         return ToolOutcome(f"{name}: done (canvas version {change.version}).")
+    if name == "schedule_prompt":
+        from conversations.schedules import ScheduleError, schedule_from_tool
+
+        try:
+            return ToolOutcome(schedule_from_tool(session=session, tool_input=tool_input))
+        except ScheduleError as exc:
+            return ToolOutcome(f"schedule_prompt failed: {exc}", is_error=True)
     return ToolOutcome(f"Unknown tool {name!r}.", is_error=True)
 
 
