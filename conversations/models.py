@@ -43,6 +43,8 @@ class Session(models.Model):
     turn_lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Set by `cancel` from any process; the turn holding the lease polls it and stops.
     turn_cancel_requested = models.BooleanField(default=False)
+    # One summary job at a time per session; a killed worker's claim simply expires.
+    summary_lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:

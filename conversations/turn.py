@@ -171,9 +171,21 @@ def turn_run(
             push_frame_on_commit(session.id, {"type": "user_message", "text": text, "message_id": prompt.id})
             if on_prompt is not None:
                 on_prompt(prompt)
-        return _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
+        result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
     finally:
         turn_lease_release(session=session, lease_id=lease_id)
+    _summaries_follow(session)
+    return result
+
+
+def _summaries_follow(session: Session) -> None:
+    """Queue the summary job if the window nears its next step. Never fails a reply."""
+    from memory.summaries import summary_schedule
+
+    try:
+        summary_schedule(session=session)
+    except Exception:
+        logger.exception("could not queue the summary of session %s", session.pk)
 
 
 def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResult:
