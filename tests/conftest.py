@@ -23,6 +23,8 @@ if os.environ.get("DATABASE_URL", "").strip() == "":
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings as hypothesis_settings  # noqa: E402
 
+pytest_plugins = ["tests.fake_anthropic"]
+
 hypothesis_settings.register_profile(
     "ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow]
 )
