@@ -24,6 +24,8 @@ import pytest  # noqa: E402
 from hypothesis import HealthCheck  # noqa: E402
 from hypothesis import settings as hypothesis_settings
 
+pytest_plugins = ["tests.fake_anthropic"]
+
 hypothesis_settings.register_profile("ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 hypothesis_settings.register_profile("dev", deadline=None, max_examples=30)
 hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
