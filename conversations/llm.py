@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
+import httpx2
 from django.conf import settings
 
 
@@ -90,8 +91,9 @@ class AnthropicClient:
                 final = stream.get_final_message()
         except self._anthropic.APIError as exc:
             raise ModelError(describe_api_error(exc)) from exc
-        except (self._anthropic.AnthropicError, OSError, ValueError) as exc:
-            raise ModelError(f"The model stream failed: {exc}") from exc
+        except (self._anthropic.AnthropicError, httpx2.HTTPError, OSError, ValueError) as exc:
+            # A stream cut mid-way surfaces as the transport's own error, not the SDK's.
+            raise ModelError(f"The model stream broke off: {exc}") from exc
         return ModelReply(
             content=[block.model_dump(exclude_none=True, mode="json") for block in final.content],
             stop_reason=final.stop_reason or "end_turn",

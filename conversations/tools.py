@@ -28,7 +28,6 @@ class ToolOutcome:
 
 def tool_definitions() -> list[dict[str, Any]]:
     from canvas.tools import CANVAS_TOOLS
-
     from conversations.schedules import SCHEDULE_TOOL
     from memory.tools import MEMORY_TOOL_DEFINITIONS
 
