@@ -215,8 +215,7 @@ def validate_request(body: Any) -> list[MergedMessage]:
     breakpoints = sum(1 for block in flatten_prompt(body, merged) if block.has_cache_control)
     if breakpoints > MAX_CACHE_BREAKPOINTS:
         raise invalid(
-            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. "
-            f"Found {breakpoints}."
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
         )
     return merged
 
@@ -305,8 +304,7 @@ def validate_message_shapes(messages: Any) -> list[Json]:
             raise invalid(f"{path}.content: Field required")
         if not content and not (index == last and role == "assistant"):
             raise invalid(
-                f"{path}: all messages must have non-empty content except for the optional final "
-                "assistant message"
+                f"{path}: all messages must have non-empty content except for the optional final assistant message"
             )
         if isinstance(content, list):
             allowed = USER_BLOCK_TYPES if role == "user" else ASSISTANT_BLOCK_TYPES
@@ -377,9 +375,7 @@ def validate_conversation(merged: list[MergedMessage]) -> None:
                     "`tool_result` block in the next message."
                 )
             continue
-        asked = {
-            block["id"] for block in (previous.content if previous else []) if block.get("type") == "tool_use"
-        }
+        asked = {block["id"] for block in (previous.content if previous else []) if block.get("type") == "tool_use"}
         seen_other_content = False
         for block_index, block in enumerate(message.content):
             if block.get("type") != "tool_result":
@@ -671,9 +667,7 @@ class FakeAnthropic:
     def queue_text(self, text: str, stop_reason: str | None = None) -> Reply:
         return self.queue_reply([{"type": "text", "text": text}], stop_reason)
 
-    def queue_tool_call(
-        self, name: str, input: Json, *, id: str | None = None, text: str | None = None
-    ) -> str:
+    def queue_tool_call(self, name: str, input: Json, *, id: str | None = None, text: str | None = None) -> str:
         """Queue a reply calling one tool (optionally after some text); returns the tool_use id."""
         tool_use_id = id or new_id("toolu_")
         blocks: list[Block] = [{"type": "text", "text": text}] if text else []
@@ -893,9 +887,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.headers.get("anthropic-version"):
             raise invalid("anthropic-version: header is required")
 
-    def _send_json(
-        self, status: int, payload: Json, request_id: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def _send_json(self, status: int, payload: Json, request_id: str, headers: dict[str, str] | None = None) -> None:
         data = dumps_compact(payload).encode()
         try:
             self.send_response(status, HTTP_REASONS.get(status))

@@ -104,9 +104,7 @@ def test_queued_replies_are_used_in_order_then_the_default(client, server):
 def test_responder_answers_from_the_request(client, server):
     server.responder = lambda body: Reply([{"type": "text", "text": f"{len(body['messages'])} messages"}])
 
-    message = client.messages.create(
-        model=MODEL, max_tokens=100, messages=[user("a"), assistant("b"), user("c")]
-    )
+    message = client.messages.create(model=MODEL, max_tokens=100, messages=[user("a"), assistant("b"), user("c")])
 
     assert message.content[0].text == "3 messages"
 
@@ -344,10 +342,7 @@ def test_a_hung_request_times_out_in_the_client(server):
         client.messages.create(model=MODEL, max_tokens=10, messages=[user("hi")])
 
     # The hang consumed no scripted reply and the server still answers.
-    assert (
-        client.messages.create(model=MODEL, max_tokens=10, messages=[user("hi")]).content[0].text
-        == "Echo: hi"
-    )
+    assert client.messages.create(model=MODEL, max_tokens=10, messages=[user("hi")]).content[0].text == "Echo: hi"
 
 
 def test_a_cut_stream_raises_in_the_sdk(client, server):
@@ -379,9 +374,7 @@ def test_a_client_that_leaves_a_slow_stream_does_not_break_the_server(client, se
     assert first
 
     server.delay_stream(0)
-    assert client.messages.create(model=MODEL, max_tokens=10, messages=[user("next")]).content[0].text == (
-        "Echo: next"
-    )
+    assert client.messages.create(model=MODEL, max_tokens=10, messages=[user("next")]).content[0].text == ("Echo: next")
 
 
 def test_requests_from_many_threads_are_all_recorded(server):
@@ -408,15 +401,11 @@ def cached_system() -> list[dict]:
 
 
 def create(client, messages, system=None):
-    return client.messages.create(
-        model=MODEL, max_tokens=100, system=system or cached_system(), messages=messages
-    )
+    return client.messages.create(model=MODEL, max_tokens=100, system=system or cached_system(), messages=messages)
 
 
 def total_tokens(client, messages, system=None) -> int:
-    return client.messages.count_tokens(
-        model=MODEL, system=system or cached_system(), messages=messages
-    ).input_tokens
+    return client.messages.count_tokens(model=MODEL, system=system or cached_system(), messages=messages).input_tokens
 
 
 def test_an_identical_request_reads_its_prefix_from_the_cache(client):
