@@ -26,7 +26,9 @@ from conversations.schedules import (
 from conversations.services import message_append, session_get_or_create
 from tests.servers import ROOT
 
-CARD = 'CANVAS: [{"name": "canvas_add_card", "input": {"id": "morning", "title": "Good morning", "body": "Stand-up at 9"}}]'
+CARD = "CANVAS: " + json.dumps(
+    [{"name": "canvas_add_card", "input": {"id": "morning", "title": "Good morning", "body": "Stand-up at 9"}}]
+)
 
 
 @pytest.mark.django_db
