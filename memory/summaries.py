@@ -50,9 +50,13 @@ def summary_target_id(*, session: Session) -> int:
 
     session.refresh_from_db(fields=["window_start_id"])
     covered_by_window_start = _last_id_before(session, session.window_start_id)
-    next_start_id, tokens_until_step = window_next_step(session=session)
-    if next_start_id and tokens_until_step <= AHEAD_SHARE * settings.BUDDY_CONTEXT_TOKENS:
-        return max(covered_by_window_start, _last_id_before(session, next_start_id))
+    step = window_next_step(session=session)
+    near = (
+        step.tokens_until_step <= AHEAD_SHARE * settings.BUDDY_CONTEXT_TOKENS
+        or step.rows_until_step <= AHEAD_SHARE * settings.BUDDY_WINDOW_ROWS
+    )
+    if step.next_start_id and near:
+        return max(covered_by_window_start, _last_id_before(session, step.next_start_id))
     return covered_by_window_start
 
 
