@@ -1,11 +1,16 @@
-"""Frames to every socket of a session, in every server process, through the channel layer.
+"""Frames to every socket of a chat, in every server process, through the channel layer.
 
 The database stays the source of truth: a layer may drop a message (channels-redis does past its
 capacity), and a client that sees a gap in the canvas `version` asks for a replay.
+
+A chat's group is named by what names the chat — (user, agent, chat_id) — not by the session's id:
+a socket may be opened on a chat that does not exist yet (it replays empty and creates nothing), and
+it must receive the chat's frames as soon as a prompt creates the session.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -13,32 +18,68 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
+from conversations.models import Session
+
 logger = logging.getLogger(__name__)
 
+# Sent to `user_group(user_id)`: every socket of that user closes (logout).
+USER_LOGOUT_MESSAGE = {"type": "user.logout"}
 
-def session_group(session_id: int) -> str:
-    return f"session.{session_id}"
+
+def chat_group(*, user_id: int, agent_id: int, chat_id: str) -> str:
+    # Group names must be < 100 characters of [A-Za-z0-9._-]; a chat id may be 64 characters and hold
+    # ':', so it goes in as a digest.
+    digest = hashlib.blake2b(chat_id.encode("utf-8"), digest_size=12).hexdigest()
+    return f"chat.{user_id}.{agent_id}.{digest}"
+
+
+def session_group(session: Session | int) -> str:
+    """The group of a session's sockets. Pass the Session when you have it: an id costs a query."""
+    if not isinstance(session, Session):
+        session = Session.objects.only("user_id", "agent_id", "chat_id").get(pk=session)
+    return chat_group(user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id)
+
+
+async def asession_group(session: Session | int) -> str:
+    if not isinstance(session, Session):
+        session = await Session.objects.only("user_id", "agent_id", "chat_id").aget(pk=session)
+    return chat_group(user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id)
 
 
 def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
 
-def push_frame(session_id: int, frame: dict[str, Any]) -> None:
-    """Send one frame now. A failing layer is logged, never raised: pushing is best effort."""
+def _group_send(group: str, message: dict[str, Any]) -> None:
+    """Send now. A failing layer is logged, never raised: pushing is best effort."""
     try:
-        async_to_sync(get_channel_layer().group_send)(session_group(session_id), {"type": "frame", "frame": frame})
+        async_to_sync(get_channel_layer().group_send)(group, message)
     except Exception:
-        logger.exception("push to session %s failed", session_id)
+        logger.exception("push to group %s failed", group)
 
 
-async def apush_frame(session_id: int, frame: dict[str, Any]) -> None:
+def push_frame(session: Session | int, frame: dict[str, Any]) -> None:
+    """Send one frame to the session's sockets now (best effort)."""
+    _group_send(session_group(session), {"type": "frame", "frame": frame})
+
+
+async def apush_frame(session: Session | int, frame: dict[str, Any]) -> None:
+    group = await asession_group(session)
     try:
-        await get_channel_layer().group_send(session_group(session_id), {"type": "frame", "frame": frame})
+        await get_channel_layer().group_send(group, {"type": "frame", "frame": frame})
     except Exception:
-        logger.exception("push to session %s failed", session_id)
+        logger.exception("push to group %s failed", group)
 
 
-def push_frame_on_commit(session_id: int, frame: dict[str, Any]) -> None:
-    """Send after the surrounding transaction commits, so no socket sees a change that was rolled back."""
-    transaction.on_commit(lambda: push_frame(session_id, frame))
+def push_frame_on_commit(session: Session | int, frame: dict[str, Any]) -> None:
+    """Send after the surrounding transaction commits, so no socket sees a change that was rolled back.
+
+    The group is resolved now, inside the transaction, where a just-created session is visible.
+    """
+    group = session_group(session)
+    transaction.on_commit(lambda: _group_send(group, {"type": "frame", "frame": frame}))
+
+
+def user_sockets_close(*, user_id: int) -> None:
+    """Close every socket of the user, in every process (best effort)."""
+    _group_send(user_group(user_id), dict(USER_LOGOUT_MESSAGE))

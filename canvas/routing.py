@@ -1,3 +1,7 @@
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from canvas.consumers import CanvasConsumer
+
+websocket_urlpatterns = [path("ws/", CanvasConsumer.as_asgi())]

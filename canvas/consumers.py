@@ -1,0 +1,233 @@
+"""The WebSocket `/ws/?agent=buddy&chat_id=main` (contract §6).
+
+The socket is always the connecting user's: the query names one of *their* chats. It joins the chat's
+group (named by user, agent and chat id, so a chat created after the socket opened still reaches it)
+and the user's group (logout closes every socket of the user).
+
+Handshake: an anonymous user is refused (HTTP 403, as is a foreign Origin, by
+AllowedHostsOriginValidator in buddy/asgi.py). An invalid `chat_id` or an unknown `agent` in the query
+is accepted only to send one `error` frame (`invalid_chat_id` / `unknown_agent`) and then closed with
+code 4400 / 4404, so a client can tell the user why.
+
+Frames the client must know about beyond contract §6:
+- `canvas_update_card` carries the element's complete fields after the change: replace the element
+  with that id, keeping its position. A confirmation answered carries `answered`: "confirmed" or
+  "declined".
+- `canvas_show_notification` has its own `version` like every canvas frame (it is never replayed).
+- A frame whose `version` is not above the client's is a duplicate (it may arrive right after a
+  replay that already included it): ignore it. One more than one above means a gap: send `replay`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from canvas.elements import CanvasCommandError
+from canvas.limits import MAX_FRAME_BYTES
+from canvas.push import chat_group, user_group
+from canvas.selectors import canvas_replay_frames
+from canvas.services import confirmation_answer
+from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
+from conversations.models import Agent, Session
+
+logger = logging.getLogger(__name__)
+
+CLOSE_INVALID_QUERY = 4400
+CLOSE_LOGGED_OUT = 4401
+CLOSE_UNKNOWN_AGENT = 4404
+
+
+class FrameError(Exception):
+    """Bad input in a client frame; becomes an `error` frame, the socket stays open."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+
+
+@database_sync_to_async
+def _agent_get(slug: str) -> Agent | None:
+    return Agent.objects.filter(slug=slug).first()
+
+
+@database_sync_to_async
+def _replay_frames(user_id: int, agent_id: int, chat_id: str) -> list[dict[str, Any]]:
+    session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
+    return canvas_replay_frames(session=session)
+
+
+@database_sync_to_async
+def _confirmation_answer(user_id: int, agent_id: int, chat_id: str, element_id: str, confirmed: bool) -> None:
+    session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
+    if session is None:
+        raise CanvasCommandError(f"no element `{element_id}` on the canvas", code="unknown_element")
+    confirmation_answer(session=session, element_id=element_id, confirmed=confirmed)
+
+
+def _agent_frame(agent: Agent) -> dict[str, Any]:
+    return {"id": agent.slug, "name": agent.name, "avatar": agent.avatar}
+
+
+def _string_field(content: dict[str, Any], name: str, *, required: bool = True) -> str:
+    value = content.get(name)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise FrameError("invalid_field", f"`{name}` must be a string")
+    return value
+
+
+class CanvasConsumer(AsyncJsonWebsocketConsumer):
+    """One browser tab's socket on one of its user's chats."""
+
+    # Set in connect(); the turn code reads them.
+    user: Any
+    agent: Agent
+    chat_id: str
+    chat_group_name: str = ""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close()  # before accept(): the handshake is refused
+            return
+        self.user = user
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+        chat_id = chat_id_or_default(query.get("chat_id", [""])[-1])
+        agent_slug = agent_or_default(query.get("agent", [""])[-1])
+        await self.accept()
+        if not CHAT_ID_RE.match(chat_id):
+            await self.send_error("invalid_chat_id", "chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
+            await self.close(code=CLOSE_INVALID_QUERY)
+            return
+        agent = await _agent_get(agent_slug)
+        if agent is None:
+            await self.send_error("unknown_agent", f"there is no agent {agent_slug[:64]!r}")
+            await self.close(code=CLOSE_UNKNOWN_AGENT)
+            return
+        self.chat_id = chat_id
+        await self._join(user_group(user.pk))
+        # Join before reading the state, so no change between the read and the join is missed; a
+        # frame already included in the replay arrives after it with a version the client has.
+        await self._join_chat(agent)
+        await self.send_replay()
+
+    async def _join(self, group: str) -> None:
+        await self.channel_layer.group_add(group, self.channel_name)
+        self.groups.append(group)  # the base class leaves every group in self.groups on disconnect
+
+    async def _join_chat(self, agent: Agent) -> None:
+        if self.chat_group_name:
+            await self.channel_layer.group_discard(self.chat_group_name, self.channel_name)
+            self.groups.remove(self.chat_group_name)
+        self.agent = agent
+        self.chat_group_name = chat_group(user_id=self.user.pk, agent_id=agent.pk, chat_id=self.chat_id)
+        await self._join(self.chat_group_name)
+
+    async def send_replay(self) -> None:
+        for frame in await _replay_frames(self.user.pk, self.agent.pk, self.chat_id):
+            await self.send_json(frame)
+
+    async def send_error(self, code: str, detail: str) -> None:
+        await self.send_json({"type": "error", "code": code, "detail": detail})
+
+    # --- client → server ------------------------------------------------------------------------
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        """Parse one frame. Overridden so that bad input answers an error frame instead of raising,
+        which would close the socket (channels #2219)."""
+        if not self.chat_group_name:
+            return  # refused in connect() and closing: nothing to answer
+        try:
+            content = self._parse(text_data, bytes_data)
+            handler_name = self.frame_handlers.get(content["type"])
+            if handler_name is None:
+                raise FrameError(
+                    "unknown_type",
+                    f"unknown frame type {content['type'][:64]!r}; known: {', '.join(self.frame_handlers)}",
+                )
+            await getattr(self, handler_name)(content)
+        except FrameError as error:
+            await self.send_error(error.code, error.detail)
+
+    @staticmethod
+    def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
+        if text_data is None:
+            raise FrameError("binary_frame", "frames must be JSON text, not binary")
+        if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8")) > MAX_FRAME_BYTES:
+            raise FrameError("frame_too_large", f"a frame is at most {MAX_FRAME_BYTES} bytes")
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            raise FrameError("invalid_json", "the frame is not valid JSON") from None
+        if not isinstance(content, dict) or not isinstance(content.get("type"), str):
+            raise FrameError("invalid_frame", 'a frame is a JSON object with a string "type"')
+        return content
+
+    async def on_prompt(self, content: dict[str, Any]) -> None:
+        text = _string_field(content, "text")
+        if not text.strip():
+            raise FrameError("invalid_field", "`text` must not be empty")
+        await self.start_turn(text)
+
+    async def on_cancel(self, content: dict[str, Any]) -> None:
+        await self.cancel_turn()
+
+    async def on_replay(self, content: dict[str, Any]) -> None:
+        await self.send_replay()
+
+    async def on_switch_agent(self, content: dict[str, Any]) -> None:
+        slug = agent_or_default(_string_field(content, "agent", required=False))
+        agent = await _agent_get(slug)
+        if agent is None:
+            raise FrameError("unknown_agent", f"there is no agent {slug[:64]!r}")
+        await self._join_chat(agent)
+        await self.send_json({"type": "agent_switch", "agent": _agent_frame(agent)})
+        await self.send_replay()
+
+    async def on_confirmation_response(self, content: dict[str, Any]) -> None:
+        element_id = _string_field(content, "id")
+        confirmed = content.get("confirmed")
+        if not isinstance(confirmed, bool):
+            raise FrameError("invalid_field", "`confirmed` must be true or false")
+        try:
+            await _confirmation_answer(self.user.pk, self.agent.pk, self.chat_id, element_id, confirmed)
+        except CanvasCommandError as error:
+            raise FrameError(error.code, str(error)) from None
+        await self.start_turn(f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]")
+
+    # Frame type → method name (names, so a subclass may override a handler).
+    frame_handlers = {
+        "prompt": "on_prompt",
+        "cancel": "on_cancel",
+        "replay": "on_replay",
+        "switch_agent": "on_switch_agent",
+        "confirmation_response": "on_confirmation_response",
+    }
+
+    # --- turns (the lead implements these) ------------------------------------------------------
+
+    async def start_turn(self, text: str) -> None:
+        """Run `text` as a turn of this socket's chat (user `self.user`, agent `self.agent`, chat id
+        `self.chat_id`; the session may not exist yet). Called for `prompt` frames and, after the
+        element is marked answered, for confirmation answers."""
+        await self.send_error("not_implemented", "running turns over the WebSocket is not implemented yet")
+
+    async def cancel_turn(self) -> None:
+        """Stop the running turn of this socket's chat, if any."""
+        await self.send_error("not_implemented", "cancelling turns over the WebSocket is not implemented yet")
+
+    # --- group messages ---------------------------------------------------------------------------
+
+    async def frame(self, event: dict[str, Any]) -> None:
+        await self.send_json(event["frame"])
+
+    async def user_logout(self, event: dict[str, Any]) -> None:
+        await self.close(code=CLOSE_LOGGED_OUT)

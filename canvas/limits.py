@@ -1,0 +1,25 @@
+"""The canvas's limits and enumerations, shared by the tool schemas, the service and the socket."""
+
+from __future__ import annotations
+
+import re
+
+MAX_ELEMENTS = 50
+# Compact JSON of one stored element, UTF-8 encoded.
+MAX_ELEMENT_BYTES = 16 * 1024
+# Largest text frame a client may send over the WebSocket, UTF-8 encoded.
+MAX_FRAME_BYTES = 64 * 1024
+
+# Element ids end up in DOM ids and in the `[confirmation ID: …]` answer text: keep them plain.
+ELEMENT_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
+ELEMENT_ID_RE = re.compile(ELEMENT_ID_PATTERN)
+
+MAX_TITLE_CHARS = 200
+MAX_BUTTON_LABEL_CHARS = 40
+MAX_THEME_CHARS = 64  # CanvasState.theme's max_length
+MAX_NOTIFICATION_CHARS = 1000
+
+CHART_TYPES = ("line", "bar", "pie")
+MEDIA_TYPES = ("image", "audio", "video")
+NOTIFICATION_LEVELS = ("info", "success", "warning", "error")
+CANVAS_MODES = ("content", "clear")

@@ -1,0 +1,282 @@
+"""Functions that change a session's canvas (contract §5).
+
+Every change is a locked read-modify-write of the session's one `CanvasState` row that bumps
+`version` by one, and is broadcast to the session's sockets only after the transaction commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from canvas.elements import (
+    TYPE_BY_ADD_COMMAND,
+    CanvasCommandError,
+    Element,
+    check_id,
+    element_build,
+    element_merge,
+    element_params,
+    json_type,
+)
+from canvas.limits import (
+    CANVAS_MODES,
+    MAX_ELEMENTS,
+    MAX_NOTIFICATION_CHARS,
+    MAX_THEME_CHARS,
+    NOTIFICATION_LEVELS,
+)
+from canvas.models import CanvasState
+from canvas.push import push_frame_on_commit
+from canvas.tools import CANVAS_TOOL_NAMES
+from conversations.models import Session
+
+__all__ = ["CanvasChange", "CanvasCommandError", "canvas_apply", "confirmation_answer"]
+
+
+@dataclass(frozen=True)
+class CanvasChange:
+    """One committed (or about to commit) canvas change."""
+
+    command: str
+    params: dict[str, Any]
+    version: int
+    # One sentence for the tool_result the model reads.
+    result: str
+
+    @property
+    def frame(self) -> dict[str, Any]:
+        return {
+            "type": "canvas_command",
+            "command": self.command,
+            "params": self.params,
+            "version": self.version,
+        }
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    params: dict[str, Any]
+    result: str
+
+
+def _state_for_update(session: Session, *, create: bool = True) -> CanvasState | None:
+    """The session's canvas row, locked until the transaction ends.
+
+    Caller must be inside `transaction.atomic()`. PostgreSQL: SELECT … FOR UPDATE. SQLite ignores
+    FOR UPDATE, but its IMMEDIATE transactions (settings) already hold the database's write lock.
+    The row is created on first use; INSERT … ON CONFLICT DO NOTHING lets two first writers race
+    without an IntegrityError, and the second one then waits on the first one's lock.
+    """
+    locked = CanvasState.objects.select_for_update()
+    state = locked.filter(session_id=session.pk).first()
+    if state is None and create:
+        CanvasState.objects.bulk_create([CanvasState(session_id=session.pk)], ignore_conflicts=True)
+        state = locked.get(session_id=session.pk)
+    return state
+
+
+def _find(elements: list[Element], element_id: str) -> int | None:
+    for index, element in enumerate(elements):
+        if element["id"] == element_id:
+            return index
+    return None
+
+
+def _counted(count: int) -> str:
+    return f"{count} element{'' if count == 1 else 's'} on the canvas"
+
+
+def _expect_only(params: dict[str, Any], allowed: set[str], command: str) -> None:
+    extra = sorted(set(params) - allowed)
+    if extra:
+        raise CanvasCommandError(
+            f"{command} does not take {', '.join(f'`{name}`' for name in extra)}; "
+            f"it takes: {', '.join(sorted(allowed))}"
+        )
+
+
+def _add(command: str) -> Callable[[CanvasState, dict[str, Any]], _Outcome]:
+    element_type = TYPE_BY_ADD_COMMAND[command]
+
+    def add(state: CanvasState, params: dict[str, Any]) -> _Outcome:
+        element = element_build(element_type, params)
+        elements: list[Element] = list(state.elements)
+        index = _find(elements, element["id"])
+        if index is not None:
+            elements[index] = element  # replace in place: the element keeps its position
+            verb = "Replaced"
+        else:
+            if len(elements) >= MAX_ELEMENTS:
+                raise CanvasCommandError(
+                    f"the canvas already holds {len(elements)} elements, the most it can: remove one "
+                    "(canvas_remove_element), reuse an id to replace one, or clear the canvas first",
+                    code="too_many_elements",
+                )
+            elements.append(element)
+            verb = "Added"
+        state.elements = elements
+        state.mode = "content"
+        return _Outcome(
+            element_params(element),
+            f"{verb} {element_type.name} `{element['id']}` ({_counted(len(elements))}).",
+        )
+
+    return add
+
+
+def _update(state: CanvasState, params: dict[str, Any]) -> _Outcome:
+    element_id = check_id(params.get("id"))
+    elements: list[Element] = list(state.elements)
+    index = _find(elements, element_id)
+    if index is None:
+        raise CanvasCommandError(_unknown_id_message(element_id, elements), code="unknown_element")
+    if len(params) == 1:
+        raise CanvasCommandError("canvas_update_card needs at least one field to change besides `id`")
+    elements[index] = element_merge(elements[index], params)
+    state.elements = elements
+    changed = ", ".join(name for name in params if name != "id")
+    # The full element, so a client replaces it by id whatever fields it had.
+    return _Outcome(element_params(elements[index]), f"Updated {elements[index]['type']} `{element_id}`: {changed}.")
+
+
+def _remove(state: CanvasState, params: dict[str, Any]) -> _Outcome:
+    _expect_only(params, {"id"}, "canvas_remove_element")
+    element_id = check_id(params.get("id"))
+    elements: list[Element] = list(state.elements)
+    index = _find(elements, element_id)
+    if index is None:
+        raise CanvasCommandError(_unknown_id_message(element_id, elements), code="unknown_element")
+    removed = elements.pop(index)
+    state.elements = elements
+    return _Outcome({"id": element_id}, f"Removed {removed['type']} `{element_id}` ({_counted(len(elements))}).")
+
+
+def _set_mode(state: CanvasState, params: dict[str, Any]) -> _Outcome:
+    _expect_only(params, {"mode"}, "canvas_set_mode")
+    mode = params.get("mode")
+    if mode not in CANVAS_MODES or not isinstance(mode, str):
+        raise CanvasCommandError(f"`mode` must be one of {', '.join(CANVAS_MODES)}")
+    state.mode = mode
+    if mode == "clear":
+        removed = len(state.elements)
+        state.elements = []
+        return _Outcome(
+            {"mode": "clear"}, f"Cleared the canvas ({removed} element{'' if removed == 1 else 's'} removed)."
+        )
+    return _Outcome({"mode": mode}, "The canvas is in content mode.")
+
+
+def _set_theme(state: CanvasState, params: dict[str, Any]) -> _Outcome:
+    _expect_only(params, {"theme"}, "canvas_set_theme")
+    if "theme" not in params:
+        raise CanvasCommandError("canvas_set_theme needs `theme` (an empty string resets it)")
+    theme = params["theme"]
+    if not isinstance(theme, str):
+        raise CanvasCommandError(f"`theme` must be a string, not {json_type(theme)}")
+    theme = theme.strip()
+    if len(theme) > MAX_THEME_CHARS:
+        raise CanvasCommandError(f"`theme` is {len(theme)} characters; at most {MAX_THEME_CHARS} are allowed")
+    state.theme = theme
+    return _Outcome({"theme": theme}, f"Theme set to `{theme}`." if theme else "Theme reset to the default.")
+
+
+def _notify(state: CanvasState, params: dict[str, Any]) -> _Outcome:
+    """Never stored: only the version moves, so every frame a client sees has its own version."""
+    _expect_only(params, {"message", "level"}, "canvas_show_notification")
+    message = params.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise CanvasCommandError("canvas_show_notification needs a non-empty `message` string")
+    if len(message) > MAX_NOTIFICATION_CHARS:
+        raise CanvasCommandError(
+            f"`message` is {len(message)} characters; at most {MAX_NOTIFICATION_CHARS} are allowed"
+        )
+    level = params.get("level") or "info"
+    if level not in NOTIFICATION_LEVELS or not isinstance(level, str):
+        raise CanvasCommandError(f"`level` must be one of {', '.join(NOTIFICATION_LEVELS)}")
+    return _Outcome({"message": message, "level": level}, "Notification shown to the user's open screens.")
+
+
+def _unknown_id_message(element_id: str, elements: list[Element]) -> str:
+    known = ", ".join(element["id"] for element in elements[:MAX_ELEMENTS])
+    return f"no element `{element_id}` on the canvas" + (f"; its ids are: {known}" if known else "; it is empty")
+
+
+_COMMANDS: dict[str, Callable[[CanvasState, dict[str, Any]], _Outcome]] = {
+    **{command: _add(command) for command in TYPE_BY_ADD_COMMAND},
+    "canvas_update_card": _update,
+    "canvas_remove_element": _remove,
+    "canvas_set_mode": _set_mode,
+    "canvas_set_theme": _set_theme,
+    "canvas_show_notification": _notify,
+}
+assert set(_COMMANDS) == CANVAS_TOOL_NAMES, "every canvas tool needs a handler"
+
+
+def _commit(session: Session, state: CanvasState, command: str, outcome: _Outcome) -> CanvasChange:
+    state.version += 1
+    state.updated_at = timezone.now()
+    state.save(update_fields=["elements", "mode", "theme", "version", "updated_at"])
+    change = CanvasChange(command=command, params=outcome.params, version=state.version, result=outcome.result)
+    push_frame_on_commit(session, change.frame)
+    return change
+
+
+def canvas_apply(*, session: Session, command: str, params: dict[str, Any]) -> CanvasChange:
+    """Apply one canvas command (a canvas tool's name and input) to the session's canvas.
+
+    Raises CanvasCommandError, with the canvas untouched, when the command or its input is invalid;
+    its message is meant for an `is_error` tool_result. Runs in its own atomic block (a savepoint when
+    the caller already holds a transaction, so a refusal never spoils the caller's transaction); the
+    frame is broadcast after the outermost transaction commits.
+    """
+    handler = _COMMANDS.get(command)
+    if handler is None:
+        raise CanvasCommandError(
+            f"unknown canvas command `{command}`; the canvas tools are: {', '.join(sorted(CANVAS_TOOL_NAMES))}",
+            code="unknown_command",
+        )
+    if not isinstance(params, dict):
+        raise CanvasCommandError(f"the input of {command} must be an object, not {json_type(params)}")
+    with transaction.atomic():
+        state = _state_for_update(session)
+        assert state is not None
+        outcome = handler(state, params)
+        return _commit(session, state, command, outcome)
+
+
+def confirmation_answer(*, session: Session, element_id: str, confirmed: bool) -> CanvasChange:
+    """Mark the confirmation `element_id` answered (`answered`: "confirmed" or "declined").
+
+    The change is broadcast as a `canvas_update_card` carrying the whole element. Running the answer
+    as a turn (`[confirmation ID: confirmed|declined]`) is the caller's business. Raises
+    CanvasCommandError with code unknown_element, not_a_confirmation or already_answered.
+    """
+    if not isinstance(confirmed, bool):
+        raise CanvasCommandError("`confirmed` must be true or false")
+    check_id(element_id)
+    with transaction.atomic():
+        state = _state_for_update(session, create=False)
+        elements: list[Element] = list(state.elements) if state is not None else []
+        index = _find(elements, element_id)
+        if state is None or index is None:
+            raise CanvasCommandError(f"no element `{element_id}` on the canvas", code="unknown_element")
+        element = dict(elements[index])
+        if element["type"] != "confirmation":
+            raise CanvasCommandError(
+                f"`{element_id}` is a {element['type']}, not a confirmation", code="not_a_confirmation"
+            )
+        if element.get("answered"):
+            raise CanvasCommandError(
+                f"confirmation `{element_id}` was already answered ({element['answered']})",
+                code="already_answered",
+            )
+        element["answered"] = "confirmed" if confirmed else "declined"
+        elements[index] = element
+        state.elements = elements
+        outcome = _Outcome(element_params(element), f"Confirmation `{element_id}` {element['answered']}.")
+        return _commit(session, state, "canvas_update_card", outcome)

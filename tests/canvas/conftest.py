@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def agent(db):
+    """The default agent. get_or_create, not get: a `transaction=True` test flushes every table, the
+    data migration's agent included, for the tests that follow it."""
+    from conversations.models import Agent
+
+    agent, _ = Agent.objects.get_or_create(slug="buddy", defaults={"name": "Buddy", "avatar": "🤖"})
+    return agent
+
+
+@pytest.fixture
+def helper_agent(db):
+    from conversations.models import Agent
+
+    agent, _ = Agent.objects.get_or_create(slug="helper", defaults={"name": "Helper", "avatar": "🦉"})
+    return agent
+
+
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    # PBKDF2 costs ~0.5 s per user created; these tests are about the canvas, not passwords.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
