@@ -3,7 +3,7 @@ from __future__ import annotations
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.http import HttpRequest
-from ninja import Query, Router, Schema
+from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
@@ -23,10 +23,10 @@ def _submit(user, payload: PromptIn, key: str | None):
             user=user, text=payload.text, agent_slug=payload.agent, chat_id=payload.chat_id, idempotency_key=key
         )
     except TurnError as exc:
-        return exc.status, {"detail": str(exc)}
+        return Status(exc.status, {"detail": str(exc)})
     finally:
         close_old_connections()
-    return answer.status, answer.body
+    return Status(answer.status, answer.body)
 
 
 @router.post("/prompt", response={200: PromptOut, **ERRORS}, summary="Run one turn and return the reply")
@@ -34,7 +34,7 @@ async def prompt(request: HttpRequest, payload: PromptIn):
     """Archives the prompt, runs the model and its tools, and returns the final text. With an
     `Idempotency-Key` header, a repeat of the same key returns the first answer and runs nothing.
     A running turn in the same chat gives 409; a prompt over `BUDDY_MAX_PROMPT_TOKENS` 413."""
-    user = await request.auser()
+    user = request.auth  # the user the session cookie or the bearer token authenticated
     key = request.headers.get("Idempotency-Key") or None
     # The turn waits on the model: run it on a worker thread, not the one thread all sync views share.
     return await sync_to_async(_submit, thread_sensitive=False)(user, payload, key)

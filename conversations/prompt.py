@@ -10,7 +10,7 @@ context block, after the last breakpoint: a canvas change re-prices nothing.
 from __future__ import annotations
 
 import copy
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -45,7 +45,7 @@ def context_text(*, session: Session, now: datetime | None = None) -> str:
     from canvas.selectors import canvas_snapshot_text
 
     now = now or timezone.now()
-    lines = [f"Current date and time (UTC): {now.astimezone(timezone.UTC):%Y-%m-%d %H:%M (%A)}"]
+    lines = [f"Current date and time (UTC): {now.astimezone(UTC):%Y-%m-%d %H:%M (%A)}"]
     snapshot = canvas_snapshot_text(session=session)
     if snapshot:
         lines.append(snapshot)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -54,7 +54,7 @@ def parse_at(value: Any) -> datetime:
     moment = parse_datetime(value) if isinstance(value, str) else None
     if moment is None:
         raise ScheduleError("`at` must be an ISO-8601 date-time such as 2026-11-23T08:00:00Z.")
-    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, timezone.UTC)
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
 
 
 def schedule_create(
@@ -96,7 +96,7 @@ def schedule_from_tool(*, session: Session, tool_input: dict[str, Any]) -> str:
         at=at,
         every_seconds=tool_input.get("every_seconds"),
     )
-    when = f"{schedule.next_run_at.astimezone(timezone.UTC):%Y-%m-%d %H:%M} UTC"
+    when = f"{schedule.next_run_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     repeat = f", then every {schedule.every_seconds} seconds" if schedule.every_seconds else ""
     return f"Scheduled (#{schedule.pk}) for {when}{repeat}."
 

@@ -135,11 +135,11 @@ class _Stopper:
         self._checked = 0.0
         self._lock = threading.Lock()
 
-    def __call__(self) -> bool:
+    def __call__(self, *, now_or_never: bool = False) -> bool:
         if self.stopped:
             return True
         now = time.monotonic()
-        if now - self._checked >= CANCEL_POLL_SECONDS:
+        if now_or_never or now - self._checked >= CANCEL_POLL_SECONDS:
             with self._lock:
                 self._checked = now
                 if not turn_lease_renew(session=self.session, lease_id=self.lease_id):
@@ -201,7 +201,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
         push_frame(session.id, {"type": "assistant_delta", "text": chunk})
 
     while True:
-        if stopper():
+        if stopper(now_or_never=True):  # between model calls, always look
             break
         window = window_build(session=session)
         request = request_build(session=session, window_messages=window.messages)
@@ -231,7 +231,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
             break
         tool_round_run(session=session, tool_uses=tool_uses)
         tool_rounds += 1
-        if tool_rounds >= settings.BUDDY_MAX_TOOL_ROUNDS and not stopper():
+        if tool_rounds >= settings.BUDDY_MAX_TOOL_ROUNDS and not stopper(now_or_never=True):
             notice = (
                 f"I stopped here: this turn reached the limit of {settings.BUDDY_MAX_TOOL_ROUNDS} rounds of tool "
                 "calls. Ask me to continue if there is more to do."

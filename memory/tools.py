@@ -6,10 +6,8 @@ can cite when something was said.
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
-
-from django.utils import timezone
 
 from conversations.models import Message, Session
 
@@ -70,7 +68,7 @@ def message_line(message_id: int, role: str, created_at: datetime, text: str) ->
     text = " ".join(text.split())
     if len(text) > LINE_CHARS:
         text = text[: LINE_CHARS - 1] + "…"
-    return f"[#{message_id} {created_at.astimezone(timezone.UTC):%Y-%m-%d %H:%M} {role}] {text or '(no text)'}"
+    return f"[#{message_id} {created_at.astimezone(UTC):%Y-%m-%d %H:%M} {role}] {text or '(no text)'}"
 
 
 def _lines(rows) -> str:
@@ -109,7 +107,7 @@ def _by_date(session: Session, tool_input: dict[str, Any]) -> str:
     if day is None:
         raise MemoryToolError("date must be a day written YYYY-MM-DD.")
     limit = _int(tool_input, "limit", 20, 1, 100)
-    start = datetime.combine(day, time.min, tzinfo=timezone.UTC)
+    start = datetime.combine(day, time.min, tzinfo=UTC)
     rows = (
         Message.objects.filter(session=session, created_at__gte=start, created_at__lt=start + timedelta(days=1))
         .order_by("created_at", "id")

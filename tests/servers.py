@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -38,12 +39,13 @@ def server_env(**extra: str) -> dict[str, str]:
 def daphne(**env: str):
     """A daphne process serving buddy.asgi on a free port; yields its base URL, stops it after."""
     port = free_port()
+    log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
         cwd=ROOT,
         env=server_env(**env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -56,13 +58,18 @@ def daphne(**env: str):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        output = Path(log.name).read_text(errors="replace")
+        if "Traceback" in output:
+            print(f"daphne on {url} logged:\n{output[-5000:]}")  # shown by pytest when the test fails
+        log.close()
+        Path(log.name).unlink(missing_ok=True)
 
 
 def wait_until_up(url: str, process: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"daphne exited: {process.stderr.read().decode(errors='replace')[-2000:]}")
+            raise RuntimeError(f"daphne exited with {process.returncode}")
         try:
             with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
                 if response.status == 200:

@@ -54,9 +54,7 @@ def window_stored_start(*, session: Session) -> int:
     return session.window_start_id if stored is None else stored
 
 
-def window_effective_start(
-    *, session_id: int, stored_start: int, rows: list[Row], complete: bool
-) -> int | None:
+def window_effective_start(*, session_id: int, stored_start: int, rows: list[Row], complete: bool) -> int | None:
     """The id of the row the stored start puts the window at (`plan.effective_start_id`).
 
     With every row since the stored start at hand this is pure. Otherwise (more rows since the stored
@@ -79,9 +77,7 @@ def window_compute(*, session: Session, stored_start: int, limits: Limits) -> Wi
     # One more row than the cap: when it comes back, there are more rows since the stored start than
     # the window may hold.
     rows, complete = window_rows(session_id=session.pk, stored_start=stored_start, limit=limits.rows + 1)
-    effective = window_effective_start(
-        session_id=session.pk, stored_start=stored_start, rows=rows, complete=complete
-    )
+    effective = window_effective_start(session_id=session.pk, stored_start=stored_start, rows=rows, complete=complete)
     plan = plan_window(rows, effective_start_id=effective, limits=limits)
     return window_from_plan(plan, rows, stored_start)
 
@@ -104,9 +100,7 @@ def window_from_plan(plan: Plan, rows: list[Row], stored_start: int) -> Window:
 
 def window_preview(*, session: Session) -> Window:
     """The window a model call would get now (for stats and previews); never moves the stored start."""
-    return window_compute(
-        session=session, stored_start=window_stored_start(session=session), limits=window_limits()
-    )
+    return window_compute(session=session, stored_start=window_stored_start(session=session), limits=window_limits())
 
 
 def window_next_step(*, session: Session) -> WindowStep:

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+from datetime import UTC
+
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.utils import timezone
 
 from conversations.content import DEFAULT_AGENT, DEFAULT_CHAT_ID
 from conversations.schedules import ScheduleError, parse_at, schedule_create
@@ -36,6 +37,6 @@ class Command(BaseCommand):
             )
         except ScheduleError as exc:
             raise CommandError(str(exc)) from exc
-        when = schedule.next_run_at.astimezone(timezone.UTC).isoformat()
+        when = schedule.next_run_at.astimezone(UTC).isoformat()
         repeat = f", then every {schedule.every_seconds} s" if schedule.every_seconds else ""
         self.stdout.write(f"Scheduled #{schedule.pk} for {when}{repeat}.")
