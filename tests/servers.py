@@ -30,7 +30,13 @@ def test_database_url() -> str:
 
 
 def server_env(**extra: str) -> dict[str, str]:
-    env = {**os.environ, "DATABASE_URL": test_database_url(), "PYTHONUNBUFFERED": "1", **extra}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "DATABASE_URL": test_database_url(),
+        "PYTHONUNBUFFERED": "1",
+        **extra,
+    }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     return env
 

@@ -32,12 +32,14 @@ def small_window(settings, fake_anthropic):
 
 
 def is_summary_call(request) -> bool:
-    return SUMMARY_MARK in str(request["body"].get("system", ""))
+    """For a recorded request ({"body": ...}) or the body a responder is given."""
+    body = request.get("body", request)
+    return SUMMARY_MARK in str(body.get("system", ""))
 
 
 def chat(session, n: int, start: int = 0) -> None:
     for i in range(start, start + n):
-        turn_run(session=session, text=f"Turn {i}: " + "some ordinary chatter about the weather " * 8)
+        turn_run(session=session, text=f"Turn {i}: " + "some ordinary chatter about the weather " * 16)
 
 
 def test_a_summary_covers_the_facts_the_step_dropped(small_window, session):
@@ -59,8 +61,13 @@ def test_a_summary_covers_the_facts_the_step_dropped(small_window, session):
 
 
 def test_summaries_are_written_ahead_of_the_step(small_window, session, settings):
+    from conversations.window import window_next_step
+
     settings.BUDDY_SUMMARIES = False
-    chat(session, 6)
+    turns = 0
+    while window_next_step(session=session).tokens_until_step > 0.15 * settings.BUDDY_CONTEXT_TOKENS:
+        chat(session, 1, start=turns)
+        turns += 1
     settings.BUDDY_SUMMARIES = True
     before = Session.objects.get(pk=session.pk).window_start_id
     summary_update(session.pk)
