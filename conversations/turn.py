@@ -168,12 +168,18 @@ def turn_run(
     try:
         if prompt is None:
             prompt = message_append(session=session, role="user", content=text)
-            push_frame_on_commit(session.id, {"type": "user_message", "text": text, "message_id": prompt.id})
+            push_frame_on_commit(session, {"type": "user_message", "text": text, "message_id": prompt.id})
             if on_prompt is not None:
                 on_prompt(prompt)
         result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
+    except ModelFailed as failure:
+        turn_lease_release(session=session, lease_id=lease_id)
+        push_frame(session, {"type": "error", "code": failure.code, "detail": str(failure)})
+        raise
     finally:
         turn_lease_release(session=session, lease_id=lease_id)
+    # After the release: a client that answers the reply at once must not hit its own lease (409).
+    push_frame(session, {"type": "assistant_message", "text": result.reply, "message_id": result.message_id})
     _summaries_follow(session)
     return result
 
@@ -198,7 +204,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
     tool_rounds = 0
 
     def on_text(chunk: str) -> None:
-        push_frame(session.id, {"type": "assistant_delta", "text": chunk})
+        push_frame(session, {"type": "assistant_delta", "text": chunk})
 
     while True:
         if stopper(now_or_never=True):  # between model calls, always look
@@ -216,7 +222,6 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
             )
         except ModelError as exc:
             _record_call(session, model_for(session), None, error=str(exc), started=started)
-            push_frame(session.id, {"type": "error", "code": ModelFailed.code, "detail": str(exc)})
             raise ModelFailed(str(exc)) from exc
         _record_call(session, model_for(session), reply, started=started)
         content = _archivable(reply)
@@ -241,7 +246,6 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
             break
     reply_text = "\n\n".join(spoken)
     message_id = last_message.id if last_message is not None and last_message.role == "assistant" else None
-    push_frame(session.id, {"type": "assistant_message", "text": reply_text, "message_id": message_id})
     return TurnResult(reply=reply_text, message_id=message_id, prompt_id=prompt.id, cancelled=stopper.stopped)
 
 
