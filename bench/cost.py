@@ -46,7 +46,7 @@ def run(turns: int, plot: bool) -> None:
     counter = {"n": 0}
 
     def responder(request):
-        last = request["body"]["messages"][-1]["content"]
+        last = request["messages"][-1]["content"]
         if any(block.get("type") == "tool_result" for block in last):
             return Reply([{"type": "text", "text": "Updated the canvas."}])
         prompt = last[0].get("text", "")
@@ -63,7 +63,7 @@ def run(turns: int, plot: bool) -> None:
                     }
                 ]
             )
-        return Reply([{"type": "text", "text": f"{REPLY_TEXT} (reply {len(request['body']['messages'])})"}])
+        return Reply([{"type": "text", "text": f"{REPLY_TEXT} (reply {len(request['messages'])})"}])
 
     server.responder = responder
     for turn in range(turns):
@@ -131,7 +131,8 @@ def run(turns: int, plot: bool) -> None:
 
 
 def _first_text(body) -> str:
-    return json.dumps(body["messages"][0], sort_keys=True)
+    """The text that opens the window (the first block of its first message)."""
+    return body["messages"][0]["content"][0].get("text", "")
 
 
 def _original_window(body, archive, budget_tokens, max_rows):
