@@ -1,0 +1,129 @@
+"""The read API of contract §4: /history, /memory/stats, /chats, /agents — auth, CSRF, ownership."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from canvas.services import canvas_apply
+from conversations.models import ModelCall
+from conversations.services import api_token_create, message_append, session_get_or_create
+from memory.models import Summary
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def api(client, user):
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def archive(session):
+    for i in range(23):
+        message_append(session=session, role="user" if i % 2 == 0 else "assistant", content=f"message {i}")
+    return session
+
+
+def test_history_walks_the_whole_archive_exactly_once(api, archive):
+    seen, before, pages = [], None, 0
+    while True:
+        params = {"limit": 5} | ({"before": before} if before else {})
+        body = api.get("/history", params).json()
+        ids = [m["id"] for m in body["messages"]]
+        assert ids == sorted(ids)  # oldest first within a page
+        seen = ids + seen
+        pages += 1
+        if body["next_before"] is None:
+            break
+        assert body["next_before"] == ids[0]
+        before = body["next_before"]
+    assert pages == 5
+    assert seen == list(archive.messages.order_by("id").values_list("id", flat=True))
+    first = api.get("/history", {"limit": 1, "before": seen[1]}).json()["messages"][0]
+    assert first["role"] == "user" and first["content"] == [{"type": "text", "text": "message 0"}]
+    assert "created_at" in first
+
+
+@pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 501}, {"limit": "x"}, {"before": -1}])
+def test_history_limits_out_of_range_are_422(api, archive, params):
+    assert api.get("/history", params).status_code == 422
+
+
+def test_stats_describe_archive_window_summary_canvas_and_usage(api, archive):
+    canvas_apply(session=archive, command="canvas_add_card", params={"id": "a", "title": "A"})
+    Summary.objects.create(session=archive, text="so far", through_message=archive.messages.first(), tokens=2)
+    ModelCall.objects.create(session=archive, model="m", input_tokens=10, output_tokens=5, cache_read_input_tokens=7)
+    ModelCall.objects.create(session=archive, model="m", kind="summary", input_tokens=3, output_tokens=1)
+    stats = api.get("/memory/stats").json()
+    assert stats["total_messages"] == 23
+    assert stats["total_tokens"] == sum(archive.messages.values_list("tokens", flat=True))
+    assert stats["window_messages"] == 23 and stats["archived_messages"] == 0
+    assert 0 < stats["window_tokens"] <= stats["total_tokens"]
+    assert stats["summary"]["through_message_id"] == archive.messages.first().id
+    assert stats["canvas_elements"] == 1
+    assert stats["usage"] == {
+        "input_tokens": 13,
+        "output_tokens": 6,
+        "cache_read_input_tokens": 7,
+        "cache_creation_input_tokens": 0,
+    }
+    assert stats["first_message_at"] <= stats["last_message_at"]
+
+
+def test_stats_count_what_left_the_window(api, archive, settings):
+    settings.BUDDY_WINDOW_ROWS = 10
+    settings.BUDDY_WINDOW_LOW_WATER = 0.5
+    stats = api.get("/memory/stats").json()
+    assert stats["window_messages"] <= 10
+    assert stats["archived_messages"] == 23 - stats["window_messages"] > 0
+
+
+def test_chats_and_agents(api, user, archive):
+    session_get_or_create(user=user, agent_slug="buddy", chat_id="second")
+    chats = api.get("/chats").json()
+    assert {(c["agent"], c["chat_id"], c["messages"]) for c in chats} == {("buddy", "main", 23), ("buddy", "second", 0)}
+    assert api.get("/agents").json() == [{"id": "buddy", "name": "Buddy", "avatar": "🤖"}]
+
+
+ENDPOINTS = ["/history", "/memory/stats", "/memory/search?q=message"]
+
+
+@pytest.mark.parametrize("url", ENDPOINTS)
+def test_another_users_chat_is_404_and_creates_nothing(url, other_user, archive):
+    client = Client()
+    client.force_login(other_user)
+    response = client.get(url)
+    assert response.status_code == 404 and "detail" in response.json()
+    assert client.get(url + ("&" if "?" in url else "?") + "chat_id=nope").status_code == 404
+    assert not other_user.buddy_sessions.exists()
+
+
+@pytest.mark.parametrize("url", [*ENDPOINTS, "/chats", "/agents"])
+def test_no_credentials_is_401(url, client, archive):
+    assert client.get(url).status_code == 401
+
+
+@pytest.mark.parametrize("url", [*ENDPOINTS, "/chats"])
+def test_bearer_tokens_work_on_every_endpoint(url, client, user, archive):
+    token = api_token_create(user=user)
+    assert client.get(url, headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)  # /prompt runs its turn on another thread and connection
+def test_csrf_is_enforced_for_cookie_auth_but_not_for_bearer_tokens(user, session):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    response = client.post("/prompt", {"text": "hi"}, content_type="application/json")
+    assert response.status_code == 403
+    client.get("/")  # the page sets the CSRF cookie
+    token = client.cookies["csrftoken"].value
+    ok = client.post("/prompt", {"text": "hi"}, content_type="application/json", headers={"X-CSRFToken": token})
+    assert ok.status_code == 200
+    bearer = Client(enforce_csrf_checks=True)
+    api_key = api_token_create(user=user)
+    response = bearer.post(
+        "/prompt", {"text": "hi"}, content_type="application/json", headers={"Authorization": f"Bearer {api_key}"}
+    )
+    assert response.status_code == 200
