@@ -64,9 +64,7 @@ def _prompt(draw: st.DrawFn, cap_chars: int, confirmations: list[str]) -> Conten
     content: Content = [{"type": "text", "text": draw(texts(cap_chars))}]
     if draw(st.integers(0, 9)) == 0:  # an attached image, sometimes larger than the cap
         data = "A" * draw(st.sampled_from([40, cap_chars + 8]))
-        content.append(
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
-        )
+        content.append({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}})
     return content
 
 
@@ -127,9 +125,7 @@ def archives(draw: st.DrawFn, cap_chars: int, max_turns: int = 8) -> list[tuple[
     if opening == "assistant":  # an import that begins mid-conversation
         archive.append(("assistant", [{"type": "text", "text": draw(texts(cap_chars))}]))
     elif opening == "results":
-        archive.append(
-            ("user", [{"type": "tool_result", "tool_use_id": "toolu_lost", "content": "old result"}])
-        )
+        archive.append(("user", [{"type": "tool_result", "tool_use_id": "toolu_lost", "content": "old result"}]))
         archive.append(("assistant", [{"type": "text", "text": "Done."}]))
     elif opening == "call":
         archive.append(("assistant", [{"type": "tool_use", "id": "toolu_early", "name": "x", "input": {}}]))

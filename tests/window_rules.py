@@ -59,14 +59,10 @@ def assert_api_valid(messages: Sequence[dict[str, Any]]) -> None:
         for block in content:
             assert isinstance(block, dict) and "type" in block, f"message {index}: not a block: {block!r}"
             if block["type"] == "text":
-                assert isinstance(block["text"], str) and block["text"].strip(), (
-                    f"message {index}: blank text"
-                )
+                assert isinstance(block["text"], str) and block["text"].strip(), f"message {index}: blank text"
             if block["type"] == "tool_use":
                 assert role == "assistant", f"message {index}: tool_use outside an assistant message"
-                assert block["id"] not in seen_tool_ids, (
-                    f"message {index}: repeated tool_use id {block['id']}"
-                )
+                assert block["id"] not in seen_tool_ids, f"message {index}: repeated tool_use id {block['id']}"
                 seen_tool_ids.add(block["id"])
             if block["type"] == "tool_result":
                 assert role == "user", f"message {index}: tool_result outside a user message"
@@ -83,9 +79,7 @@ def assert_api_valid(messages: Sequence[dict[str, Any]]) -> None:
             assert index > 0, "the first message cannot hold tool results"
             asked = {block["id"] for block in messages[index - 1]["content"] if block["type"] == "tool_use"}
             for block in results:
-                assert block["tool_use_id"] in asked, (
-                    f"message {index}: result for unknown {block['tool_use_id']}"
-                )
+                assert block["tool_use_id"] in asked, f"message {index}: result for unknown {block['tool_use_id']}"
 
 
 # --- an independent rendering of the archive --------------------------------------------------------
@@ -146,9 +140,7 @@ def reference_messages(archive: Sequence[Archived], start: int, cap: int) -> lis
         messages.append({"role": row.role, "content": content})
         previous = row
     if previous_uses:
-        messages.append(
-            {"role": "user", "content": [interrupted_result(tool_id) for tool_id in previous_uses]}
-        )
+        messages.append({"role": "user", "content": [interrupted_result(tool_id) for tool_id in previous_uses]})
     return messages
 
 
@@ -204,9 +196,7 @@ def assert_valid_window(
     assert len(window.messages) <= limits.rows, f"{len(window.messages)} messages over the cap {limits.rows}"
     for message in window.messages:
         for block in message["content"]:
-            assert estimate_tokens(block) <= limits.block_cap, (
-                f"a block over the cap: {estimate_tokens(block)}"
-            )
+            assert estimate_tokens(block) <= limits.block_cap, f"a block over the cap: {estimate_tokens(block)}"
 
     # A contiguous tail of the archive, ending with the newest message, starting at the stored start or
     # after it.
@@ -226,9 +216,7 @@ def assert_valid_window(
 
     if window.mode in NORMAL_MODES:
         expected = reference_messages(archive, start, limits.block_cap)
-        assert [_dumped(m) for m in window.messages] == [_dumped(m) for m in expected], (
-            "not as the rules render"
-        )
+        assert [_dumped(m) for m in window.messages] == [_dumped(m) for m in expected], "not as the rules render"
 
     if check_start_rule:
         _assert_start_rule(window, archive, limits, stored_before, start)
@@ -256,22 +244,14 @@ def _assert_start_rule(
     )
     turn_starts = [i for i in range(floor + 1, len(archive)) if archive[i].is_turn_start]
     low = next(
-        (
-            i
-            for i in turn_starts
-            if _fits(reference_cost(archive, i, cap), limits.low_tokens, limits.low_rows)
-        ),
+        (i for i in turn_starts if _fits(reference_cost(archive, i, cap), limits.low_tokens, limits.low_rows)),
         None,
     )
     if low is not None:
         assert (start, window.mode) == (low, "step"), f"expected a step to #{archive[low].id}"
         return
     hard = next(
-        (
-            i
-            for i in reversed(turn_starts)
-            if _fits(reference_cost(archive, i, cap), limits.budget, limits.rows)
-        ),
+        (i for i in reversed(turn_starts) if _fits(reference_cost(archive, i, cap), limits.budget, limits.rows)),
         None,
     )
     if hard is not None:
@@ -284,15 +264,11 @@ def _assert_start_rule(
     hard = next((i for i in reversed(inside) if _fits(costs[i], limits.budget, limits.rows)), None)
     if low is not None or hard is not None:
         chosen = low if low is not None else hard
-        assert (start, window.mode) == (chosen, "inside_turn"), (
-            f"expected to start inside at #{archive[chosen].id}"
-        )
+        assert (start, window.mode) == (chosen, "inside_turn"), f"expected to start inside at #{archive[chosen].id}"
         return
     first_candidate = effective if effective is not None else floor + 1
     users = [i for i in range(first_candidate, len(archive)) if archive[i].role == "user"]
-    assert (start, window.mode) == (users[-1], "squeezed"), (
-        "expected a squeezed window at the newest user message"
-    )
+    assert (start, window.mode) == (users[-1], "squeezed"), "expected a squeezed window at the newest user message"
 
 
 def _assert_same_prefix(previous: Window, window: Window) -> None:

@@ -87,9 +87,7 @@ class Limits:
         if not 0 < self.low_water <= 1:
             raise ValueError(f"BUDDY_WINDOW_LOW_WATER must be in (0, 1], not {self.low_water}")
         if self.block_cap < MIN_BLOCK_CAP:
-            raise ValueError(
-                f"BUDDY_MAX_PROMPT_TOKENS must be at least {MIN_BLOCK_CAP}, not {self.block_cap}"
-            )
+            raise ValueError(f"BUDDY_MAX_PROMPT_TOKENS must be at least {MIN_BLOCK_CAP}, not {self.block_cap}")
 
     @property
     def low_tokens(self) -> int:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import TextField
+from django.db import connection
+from django.db.models import BooleanField, QuerySet, TextField
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from conversations.models import Message, Session
@@ -25,13 +27,34 @@ def window_limits() -> Limits:
         raise ImproperlyConfigured(str(error)) from error
 
 
+BIGINT_MAX = 2**63 - 1
+
+
+def session_messages_since(*, session_id: int, since: int) -> QuerySet[Message]:
+    """The session's messages with id >= since, written so that every planner scans the (session, id)
+    indexes for it. PostgreSQL folds `session_id = X` out of an ORDER BY and may then walk the primary
+    key instead, through every other session's messages (measured on 1.1M rows: 146 ms to find the first
+    turn start of a session holding the newest rows, 0.5 ms this way): a row comparison is a range that
+    only the (session, id) indexes serve. SQLite's planner needs no help."""
+    messages = Message.objects.all()
+    if connection.vendor != "postgresql":
+        return messages.filter(session_id=session_id, id__gte=since)
+    table = connection.ops.quote_name(Message._meta.db_table)
+    in_range = RawSQL(
+        f"({table}.session_id, {table}.id) >= (%s, %s) AND ({table}.session_id, {table}.id) <= (%s, %s)",
+        (session_id, since, session_id, BIGINT_MAX),
+        output_field=BooleanField(),
+    )
+    return messages.filter(in_range)
+
+
 def window_rows_query(*, session_id: int, stored_start: int, limit: int):
     """The newest `limit` messages with id >= stored_start, newest first: one range scan of the
     (session, id) index. The content comes as JSON text, to be decoded only for the rows the window
     looks at."""
     return (
-        Message.objects.filter(session_id=session_id, id__gte=stored_start)
-        .order_by("-id")
+        session_messages_since(session_id=session_id, since=stored_start)
+        .order_by("-session_id", "-id")
         .annotate(raw=Cast("content", output_field=TextField()))
         .values_list("id", "role", "tokens", "is_turn_start", "largest_block_tokens", "raw")[:limit]
     )
@@ -54,9 +77,7 @@ def window_stored_start(*, session: Session) -> int:
     return session.window_start_id if stored is None else stored
 
 
-def window_effective_start(
-    *, session_id: int, stored_start: int, rows: list[Row], complete: bool
-) -> int | None:
+def window_effective_start(*, session_id: int, stored_start: int, rows: list[Row], complete: bool) -> int | None:
     """The id of the row the stored start puts the window at (`plan.effective_start_id`).
 
     With every row since the stored start at hand this is pure. Otherwise (more rows since the stored
@@ -67,11 +88,10 @@ def window_effective_start(
     """
     if complete:
         return effective_start_id(rows, stored_start)
-    messages = Message.objects.filter(session_id=session_id)
-    if stored_start and messages.filter(id=stored_start, role=Message.Role.USER).exists():
+    if stored_start and Message.objects.filter(session_id=session_id, id=stored_start, role=Message.Role.USER).exists():
         return stored_start
-    turn_starts = messages.filter(id__gte=stored_start, is_turn_start=True).order_by("id")
-    return turn_starts.values_list("id", flat=True).first()
+    turn_starts = session_messages_since(session_id=session_id, since=stored_start).filter(is_turn_start=True)
+    return turn_starts.order_by("session_id", "id").values_list("id", flat=True).first()
 
 
 def window_compute(*, session: Session, stored_start: int, limits: Limits) -> Window:
@@ -79,9 +99,7 @@ def window_compute(*, session: Session, stored_start: int, limits: Limits) -> Wi
     # One more row than the cap: when it comes back, there are more rows since the stored start than
     # the window may hold.
     rows, complete = window_rows(session_id=session.pk, stored_start=stored_start, limit=limits.rows + 1)
-    effective = window_effective_start(
-        session_id=session.pk, stored_start=stored_start, rows=rows, complete=complete
-    )
+    effective = window_effective_start(session_id=session.pk, stored_start=stored_start, rows=rows, complete=complete)
     plan = plan_window(rows, effective_start_id=effective, limits=limits)
     return window_from_plan(plan, rows, stored_start)
 
@@ -104,9 +122,7 @@ def window_from_plan(plan: Plan, rows: list[Row], stored_start: int) -> Window:
 
 def window_preview(*, session: Session) -> Window:
     """The window a model call would get now (for stats and previews); never moves the stored start."""
-    return window_compute(
-        session=session, stored_start=window_stored_start(session=session), limits=window_limits()
-    )
+    return window_compute(session=session, stored_start=window_stored_start(session=session), limits=window_limits())
 
 
 def window_next_step(*, session: Session) -> WindowStep:

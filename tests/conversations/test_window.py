@@ -51,9 +51,7 @@ def same_messages(a: Window, b: Window) -> bool:
     return dumps_compact(a.messages) == dumps_compact(b.messages) and a.message_ids == b.message_ids
 
 
-@hypothesis_settings(
-    max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
-)
+@hypothesis_settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_rule_holds_after_every_append(settings, user, agent, data):
     chosen = data.draw(limits(max_budget=3000, max_rows=16))
@@ -70,9 +68,7 @@ def test_every_rule_holds_after_every_append(settings, user, agent, data):
         assert_valid_window(window, archive=archive, limits=chosen, stored_before=before, previous=previous)
         # The preview showed exactly this window; the stored start is what the window says.
         assert same_messages(preview, window) and preview.moved == window.moved
-        assert (
-            stored_start(session) == window.stored_start_id == (window.start_id if window.moved else before)
-        )
+        assert stored_start(session) == window.stored_start_id == (window.start_id if window.moved else before)
         # Another process (or a restart) with a fresh session object sends the same bytes, and the start
         # does not move again.
         again = window_build(session=Session.objects.get(pk=session.pk))
@@ -234,9 +230,7 @@ def test_a_stale_session_object_gets_the_stored_start(settings, session):
     assert window.start_id == third_prompt and window.rows == 4
 
 
-def test_an_import_of_many_messages_steps_without_loading_the_archive(
-    settings, session, django_assert_max_num_queries
-):
+def test_an_import_of_many_messages_steps_without_loading_the_archive(settings, session, django_assert_max_num_queries):
     settings.BUDDY_WINDOW_ROWS = 20
     message_append(session=session, role="assistant", content="imported: it begins with a reply")
     for number in range(200):

@@ -56,9 +56,7 @@ def replay(archive: list[Row], limits: Limits) -> list[Window]:
     stored, previous, windows = 0, None, []
     for count in range(1, len(archive) + 1):
         window, rows = build(archive[:count], stored, limits)
-        assert_valid_window(
-            window, archive=archive[:count], limits=limits, stored_before=stored, previous=previous
-        )
+        assert_valid_window(window, archive=archive[:count], limits=limits, stored_before=stored, previous=previous)
         if window.mode == "stored":
             # The steady state decodes only the rows the window sends.
             decoded = [row.id for row in rows if row.decoded]
@@ -120,9 +118,7 @@ def test_a_block_over_the_cap_is_shortened_to_the_cap_with_the_marker(block):
     assert shortened == shorten_block(json.loads(json.dumps(block)), cap_tokens=200, message_id=42)
     if block["type"] in {"tool_result", "tool_use"}:  # the pairing survives the shortening
         assert shortened["type"] == block["type"]
-        assert shortened.get("id") == block.get("id") and shortened.get("tool_use_id") == block.get(
-            "tool_use_id"
-        )
+        assert shortened.get("id") == block.get("id") and shortened.get("tool_use_id") == block.get("tool_use_id")
 
 
 def test_the_marker_counts_the_characters_left_out():
@@ -238,9 +234,7 @@ def test_the_newest_message_may_be_an_assistant_message():
 
 
 def test_no_turn_start_at_all_starts_inside_at_the_results():
-    window = window_of(
-        [("assistant", [tool_use("t0")]), ("user", [tool_result("t0", "r")]), ("assistant", "ok")]
-    )
+    window = window_of([("assistant", [tool_use("t0")]), ("user", [tool_result("t0", "r")]), ("assistant", "ok")])
     assert (window.start_id, window.mode, window.moved) == (20, "inside_turn", True)
     assert window.messages[0]["content"] == [{"type": "text", "text": "[result of tool call t0]\nr"}]
 
@@ -282,9 +276,7 @@ def test_a_turn_larger_than_the_budget_starts_inside_it_and_keeps_to_the_budget(
 def test_a_single_message_larger_than_the_budget_is_squeezed_into_it():
     limits = Limits(budget=400, rows=10, low_water=0.7, block_cap=100)
     results = [tool_result(f"t{n}", "x" * 2000) for n in range(6)]
-    archive = make_archive(
-        [("user", "go"), ("assistant", [tool_use(f"t{n}") for n in range(6)]), ("user", results)]
-    )
+    archive = make_archive([("user", "go"), ("assistant", [tool_use(f"t{n}") for n in range(6)]), ("user", results)])
     windows = replay(archive, limits)
     assert windows[-1].mode == "squeezed" and windows[-1].tokens <= 400
 
