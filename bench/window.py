@@ -55,6 +55,8 @@ def conversation(rng: random.Random, count: int):
     (now and then a second round, and rarely a result far over the block cap)."""
     produced = 0
     tool_number = 0
+    if count <= 0:
+        return
 
     def emit(role, content):
         nonlocal produced
