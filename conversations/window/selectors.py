@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db.models import TextField
+from django.db import connection
+from django.db.models import BooleanField, QuerySet, TextField
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from conversations.models import Message, Session
@@ -25,13 +27,30 @@ def window_limits() -> Limits:
         raise ImproperlyConfigured(str(error)) from error
 
 
+def session_messages_since(*, session_id: int, since: int) -> QuerySet[Message]:
+    """The session's messages with id >= since; ordered by (session, id) the (session, id) indexes serve it.
+
+    On PostgreSQL the session is matched with `= ANY(ARRAY[id])`, not `=`: the planner folds an equality
+    out of the ORDER BY, and `ORDER BY id LIMIT n` then lets it bet on walking the primary key and
+    meeting the session's rows early — a bet lost badly when they are old or all at the end (measured on
+    1.1M rows: 146 ms to find the first turn start of a session holding the newest rows, 0.07 ms this
+    way). A row comparison `(session_id, id) >= (…)` avoids the bet too, but bounds a backward btree scan
+    on its first column only, so the scan ran on through the whole session (68 ms). SQLite's planner
+    needs no help."""
+    if connection.vendor != "postgresql":
+        return Message.objects.filter(session_id=session_id, id__gte=since)
+    column = f"{connection.ops.quote_name(Message._meta.db_table)}.{connection.ops.quote_name('session_id')}"
+    in_session = RawSQL(f"{column} = ANY(%s)", ([session_id],), output_field=BooleanField())
+    return Message.objects.filter(in_session, id__gte=since)
+
+
 def window_rows_query(*, session_id: int, stored_start: int, limit: int):
     """The newest `limit` messages with id >= stored_start, newest first: one range scan of the
     (session, id) index. The content comes as JSON text, to be decoded only for the rows the window
     looks at."""
     return (
-        Message.objects.filter(session_id=session_id, id__gte=stored_start)
-        .order_by("-id")
+        session_messages_since(session_id=session_id, since=stored_start)
+        .order_by("-session_id", "-id")
         .annotate(raw=Cast("content", output_field=TextField()))
         .values_list("id", "role", "tokens", "is_turn_start", "largest_block_tokens", "raw")[:limit]
     )
@@ -65,11 +84,10 @@ def window_effective_start(*, session_id: int, stored_start: int, rows: list[Row
     """
     if complete:
         return effective_start_id(rows, stored_start)
-    messages = Message.objects.filter(session_id=session_id)
-    if stored_start and messages.filter(id=stored_start, role=Message.Role.USER).exists():
+    if stored_start and Message.objects.filter(session_id=session_id, id=stored_start, role=Message.Role.USER).exists():
         return stored_start
-    turn_starts = messages.filter(id__gte=stored_start, is_turn_start=True).order_by("id")
-    return turn_starts.values_list("id", flat=True).first()
+    turn_starts = session_messages_since(session_id=session_id, since=stored_start).filter(is_turn_start=True)
+    return turn_starts.order_by("session_id", "id").values_list("id", flat=True).first()
 
 
 def window_compute(*, session: Session, stored_start: int, limits: Limits) -> Window:

@@ -265,3 +265,19 @@ def test_the_window_query_is_a_range_scan_of_the_session_id_index(session):
 
     plan = window_rows_query(session_id=session.pk, stored_start=0, limit=201).explain()
     assert "message_session_id" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_interleaved_sessions_each_get_only_their_own_tail(settings, user, agent):
+    settings.BUDDY_WINDOW_ROWS = 6
+    ours = session_get_or_create(user=user, agent_slug="buddy", chat_id="ours")
+    theirs = session_get_or_create(user=user, agent_slug="buddy", chat_id="theirs")
+    for number in range(10):
+        for session in (ours, theirs):
+            message_append(session=session, role="user", content=f"{session.chat_id} question {number}")
+            message_append(session=session, role="assistant", content=f"{session.chat_id} answer {number}")
+    for session in (ours, theirs):
+        before = stored_start(session)
+        window = window_build(session=session)
+        assert_valid_window(window, archive=archive_of(session), limits=window_limits(), stored_before=before)
+        assert all(session.chat_id in message["content"][0]["text"] for message in window.messages)
+        assert window_build(session=session).start_id == window.start_id
