@@ -205,8 +205,10 @@ def test_cancel_between_model_calls_stops_after_the_tool_round(model, session, m
 def test_concurrent_prompts_to_one_chat_give_one_409_and_never_interleave(model, user, session):
     from django.test import Client
 
+    from conversations.turn import turn_is_running
+
     model.queue_text("a slow answer " * 20)
-    model.delay_stream(0.03)
+    model.delay_stream(0.5)  # the first turn streams for a few seconds
     statuses = []
 
     def send(text):
@@ -214,14 +216,19 @@ def test_concurrent_prompts_to_one_chat_give_one_409_and_never_interleave(model,
         client.force_login(user)
         statuses.append(post(client, text).status_code)
 
-    threads = [threading.Thread(target=send, args=(f"prompt {i}",)) for i in range(2)]
-    threads[0].start()
-    time.sleep(0.3)
-    threads[1].start()
-    for thread in threads:
-        thread.join(timeout=30)
+    first = threading.Thread(target=send, args=("prompt 0",))
+    first.start()
+    deadline = time.monotonic() + 20
+    while not turn_is_running(session=session) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    send("prompt 1")  # while the first turn holds the lease
+    first.join(timeout=30)
+    model.delay_stream(0)
     assert sorted(statuses) == [200, 409]
-    assert Message.objects.filter(role="user").count() == 1
+    assert statuses[0] == 409  # the second one, refused while the first ran
+    assert list(Message.objects.filter(is_turn_start=True).values_list("content", flat=True)) == [
+        [{"type": "text", "text": "prompt 0"}]
+    ]
 
 
 def test_refused_prompts_are_not_archived(api, model, settings, client):
