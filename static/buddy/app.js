@@ -8,6 +8,7 @@ import { ReconnectingSocket, socketUrl } from "./socket.js";
 
 export const KNOWN_THEMES = Object.freeze(["light", "dark", "sepia", "ocean"]);
 const HISTORY_PAGE = 50;
+const CLOSE_LOGGED_OUT = 4401; // the server closes every socket of a user who logged out
 const CHAT_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 const TOAST_LEVELS = ["info", "success", "warning", "error"];
 const DEMO_PROMPT = `CANVAS: ${JSON.stringify([
@@ -362,6 +363,7 @@ class BuddyApp {
       this.dom.agentSelect.value = this.agent.id;
       return;
     }
+    this.agentBeforeSwitch = this.agent;
     this.agent = { ...agent };
     this.dom.agentSelect.value = agent.id;
     this.savePreferences();
@@ -404,7 +406,12 @@ class BuddyApp {
     }
   }
 
-  onClose() {
+  onClose({ code }) {
+    if (code === CLOSE_LOGGED_OUT) {
+      this.socket.stop();
+      this.goToLogin();
+      return;
+    }
     this.failedConnects += 1;
     this.finishStream();
     this.setRunning(false);
@@ -462,22 +469,32 @@ class BuddyApp {
   }
 
   onCanvasCommand({ command, params, version }) {
-    if (command === "canvas_show_notification") {
-      this.showToast(asText(params?.message), params?.level);
-      return;
-    }
+    const isNotification = command === "canvas_show_notification";
     const isClear = command === "canvas_set_mode" && params?.mode === "clear";
     if (isClear) {
-      // A replay starts with this clear; it rebuilds everything, the theme included.
+      // A replay starts with this clear (at the current version, and its elements carry the same
+      // version); it rebuilds everything, the theme included.
       if (this.resetOnNextClear || this.awaitingReplay) this.canvas = emptyState();
       this.resetOnNextClear = false;
       this.awaitingReplay = false;
     } else if (typeof version === "number" && this.canvasVersion !== null) {
       if (version > this.canvasVersion + 1) {
+        // A notification is never replayed: show it, then catch up on what went missing.
+        if (isNotification) this.showToast(asText(params?.message), params?.level);
         this.requestReplay();
         return;
       }
-      if (version < this.canvasVersion) return; // older than what we show: already applied
+      // Older than what we show: already applied. (A frame at the version we have is applied again:
+      // every command is idempotent, and elements of a replay arrive at the clear's version.)
+      if (version < this.canvasVersion) return;
+    }
+    if (isNotification) {
+      // Never stored, but it moves the version like every canvas change.
+      this.showToast(asText(params?.message), params?.level);
+      if (typeof version === "number" && !this.awaitingReplay) {
+        this.canvasVersion = Math.max(this.canvasVersion ?? version, version);
+      }
+      return;
     }
     if (this.awaitingReplay) return;
     this.canvas = reduce(this.canvas, command, params);
@@ -576,6 +593,17 @@ class BuddyApp {
     const detailText = asText(detail);
     if (this.awaitingSwitch) {
       this.awaitingSwitch = false;
+      if (errorCode === "unknown_agent" && this.agentBeforeSwitch) {
+        // The server kept the socket on the previous agent: show that conversation again.
+        this.agent = this.agentBeforeSwitch;
+        this.dom.agentSelect.value = this.agent.id;
+        this.savePreferences();
+        this.updateTitle();
+        this.renderChatOptions();
+        this.loadHistory();
+        this.resetOnNextClear = true;
+        this.socket.send({ type: "replay" });
+      }
     }
     if (errorCode === "turn_running") {
       // Refused prompts are not archived: give the text back.

@@ -140,9 +140,7 @@ def wait_for_health(url: str, process: subprocess.Popen, log_path: Path) -> None
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.1)
-    raise RuntimeError(
-        f"daphne did not answer /healthz in {SERVER_START_TIMEOUT}s:\n{log_path.read_text()[-4000:]}"
-    )
+    raise RuntimeError(f"daphne did not answer /healthz in {SERVER_START_TIMEOUT}s:\n{log_path.read_text()[-4000:]}")
 
 
 @pytest.fixture(scope="session")

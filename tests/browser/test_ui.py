@@ -37,9 +37,7 @@ def history_route(pages: dict[str | None, dict]):
         key = match.group(1) if match else None
         page_data = pages.get(key)
         if page_data is None:
-            route.fulfill(
-                status=404, content_type="application/json", body=json.dumps({"detail": "Not found"})
-            )
+            route.fulfill(status=404, content_type="application/json", body=json.dumps({"detail": "Not found"}))
         else:
             route.fulfill(status=200, content_type="application/json", body=json.dumps(page_data))
 
@@ -288,9 +286,7 @@ def test_renderer_draws_every_element_type_headed_by_its_title(page, live_server
 
     card = root.locator('article[data-id="card"]')
     assert card.locator("strong").inner_text() == "eggs" and card.locator("code").inner_text() == "bread"
-    assert (
-        root.locator('article[data-id="text"] .el-body').inner_text() == "Roses are red\n  violets are blue"
-    )
+    assert root.locator('article[data-id="text"] .el-body').inner_text() == "Roses are red\n  violets are blue"
 
     for chart_id, title, legend in [
         ("line", "Temperature", ["Oslo", "Rome"]),
@@ -389,9 +385,7 @@ def test_model_text_never_runs_as_html(fake_ws, logged_in_page):
     page.reload()
     fake_ws.wait_for_connections(2)
     fake_ws.send(
-        canvas_frame(
-            "canvas_add_card", {"id": "x1", "title": f"Title {XSS_PAYLOAD}", "body": XSS_PAYLOAD}, 1
-        ),
+        canvas_frame("canvas_add_card", {"id": "x1", "title": f"Title {XSS_PAYLOAD}", "body": XSS_PAYLOAD}, 1),
         canvas_frame("canvas_show_text", {"id": "x2", "content": XSS_PAYLOAD}, 2),
         canvas_frame(
             "canvas_show_table",
@@ -546,21 +540,28 @@ def test_version_gap_asks_for_a_replay(fake_ws, logged_in_page):
     canvas.get_by_role("heading", name="Alpha").wait_for()
     fake_ws.send(canvas_frame("canvas_add_card", {"id": "b", "title": "Beta"}, 4))
     canvas.get_by_role("heading", name="Beta").wait_for()
+    # A notification moves the version too (it is never stored): no gap after it.
+    fake_ws.send(canvas_frame("canvas_show_notification", {"message": "Two cards"}, 5))
+    fake_ws.send(canvas_frame("canvas_add_card", {"id": "c", "title": "Gamma"}, 6))
+    canvas.get_by_role("heading", name="Gamma").wait_for()
+    # A frame at a version already shown (e.g. right after a replay that held it) changes nothing.
+    fake_ws.send(canvas_frame("canvas_add_card", {"id": "b", "title": "Beta"}, 4))
     assert fake_ws.frames("replay") == []
 
-    fake_ws.send(canvas_frame("canvas_add_card", {"id": "d", "title": "Delta"}, 6))  # 5 went missing
+    fake_ws.send(canvas_frame("canvas_add_card", {"id": "d", "title": "Delta"}, 8))  # 7 went missing
     assert fake_ws.wait_for_frame("replay") == {"type": "replay"}
     assert canvas.get_by_role("heading", name="Delta").count() == 0
     fake_ws.send(
-        clear_frame(6),
-        canvas_frame("canvas_add_card", {"id": "a", "title": "Alpha"}, 6),
-        canvas_frame("canvas_add_card", {"id": "c", "title": "Gamma"}, 6),
-        canvas_frame("canvas_add_card", {"id": "d", "title": "Delta"}, 6),
+        clear_frame(8),
+        canvas_frame("canvas_add_card", {"id": "a", "title": "Alpha"}, 8),
+        canvas_frame("canvas_add_card", {"id": "c", "title": "Gamma"}, 8),
+        canvas_frame("canvas_add_card", {"id": "e", "title": "Epsilon"}, 8),
+        canvas_frame("canvas_add_card", {"id": "d", "title": "Delta"}, 8),
     )
     canvas.get_by_role("heading", name="Delta").wait_for()
-    assert canvas.locator("article h3").all_inner_texts() == ["Alpha", "Gamma", "Delta"]
-    fake_ws.send(canvas_frame("canvas_remove_element", {"id": "c"}, 7))
-    page.wait_for_function("document.querySelectorAll('#canvas article').length === 2")
+    assert canvas.locator("article h3").all_inner_texts() == ["Alpha", "Gamma", "Epsilon", "Delta"]
+    fake_ws.send(canvas_frame("canvas_remove_element", {"id": "c"}, 9))
+    page.wait_for_function("document.querySelectorAll('#canvas article').length === 3")
     assert len(fake_ws.frames("replay")) == 1
 
 
@@ -624,9 +625,7 @@ def test_switching_agent_sends_switch_agent_and_shows_that_conversation(scout_ag
 
     page.get_by_label("Agent").select_option("scout")
     assert fake_ws.wait_for_frame("switch_agent") == {"type": "switch_agent", "agent": "scout"}
-    fake_ws.send(
-        {"type": "agent_switch", "agent": {"id": "scout", "name": "Scout", "avatar": "🧭"}}, clear_frame(0)
-    )
+    fake_ws.send({"type": "agent_switch", "agent": {"id": "scout", "name": "Scout", "avatar": "🧭"}}, clear_frame(0))
     canvas.get_by_text("Nothing on the canvas yet").wait_for()
     page.get_by_role("log").get_by_text("hello scout").wait_for()
     assert any("agent=scout" in url and "chat_id=main" in url for url in requests)
@@ -678,9 +677,7 @@ def test_history_loads_and_earlier_messages_load_on_scroll(fake_ws, logged_in_pa
     page.locator("#log-scroll").evaluate("node => { node.scrollTop = 0; }")
     log.get_by_text("message 31", exact=True).wait_for()
     assert any("before=51" in url for url in requests)
-    ids = log.locator("[data-message-id]").evaluate_all(
-        "nodes => nodes.map(n => Number(n.dataset.messageId))"
-    )
+    ids = log.locator("[data-message-id]").evaluate_all("nodes => nodes.map(n => Number(n.dataset.messageId))")
     assert ids == sorted(ids) and ids[0] == 31
     assert page.locator("#load-earlier").is_hidden()
 
@@ -797,3 +794,22 @@ def test_screenshot_of_a_busy_canvas(fake_ws, logged_in_page):
     page.screenshot(path=str(SCREENSHOT))
     assert Path(SCREENSHOT).stat().st_size > 20_000
     assert canvas.locator("article").count() == 6
+
+
+def test_a_refused_agent_switch_goes_back_to_the_previous_agent(scout_agent, fake_ws, logged_in_page):
+    page = logged_in_page
+    fake_ws.wait_for_connections(1)
+    page.wait_for_function("document.querySelectorAll('#agent option').length === 2")
+    page.get_by_label("Agent").select_option("scout")
+    fake_ws.wait_for_frame("switch_agent")
+    fake_ws.send({"type": "error", "code": "unknown_agent", "detail": "there is no agent 'scout'"})
+    assert fake_ws.wait_for_frame("replay") == {"type": "replay"}  # to show the previous canvas again
+    assert page.get_by_label("Agent").input_value() == "buddy"
+    assert page.title().startswith("Buddy")
+
+
+def test_being_logged_out_elsewhere_leads_to_the_login_page(fake_ws, logged_in_page):
+    page = logged_in_page
+    fake_ws.wait_for_connections(1)
+    fake_ws.connections[-1].close(code=4401, reason="logged out")
+    page.wait_for_url(re.compile(r"/accounts/login/\?next=(/|%2F)$"))
