@@ -188,18 +188,11 @@ def daphne_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str
 @pytest.fixture
 def live_server_url(daphne_server: str, transactional_db: None) -> str:
     """The base URL of the running daphne; this test's database writes are visible to it."""
-    from conversations.models import Agent
+    from conversations.services import agent_ensure_default
 
-    # A transactional test flushes every table afterwards, the default agent of the data
-    # migration included: make sure it is there, as `make run` does.
-    Agent.objects.get_or_create(
-        slug="buddy",
-        defaults={
-            "name": "Buddy",
-            "avatar": "🤖",
-            "personality": "You are Buddy, a warm, concise assistant.",
-        },
-    )
+    # A transactional test flushes every table afterwards, the default agent of the data migration
+    # included: make sure it is there, as `make run` does.
+    agent_ensure_default()
     return daphne_server
 
 
