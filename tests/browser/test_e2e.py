@@ -2,11 +2,8 @@
 (`BUDDY_LLM=offline`: a prompt `CANVAS: [{"name": TOOL, "input": {...}}, ...]` makes exactly those
 tool calls; other prompts get a short deterministic answer that echoes the prompt).
 
-These tests need the WebSocket consumer at /ws/ to run turns: on main, `CanvasConsumer.start_turn` and
-`cancel_turn` still answer `not_implemented` (the consumer, the offline turn and GET /history are
-merged). TO ENABLE: once `start_turn`/`cancel_turn` run `turn_run`/`turn_cancel`, delete the
-`pytest.mark.skip(...)` entry in `pytestmark` below. All nine passed against main with those two
-methods wired to the turn (SQLite, and PostgreSQL + Redis).
+They run against main's consumer, turn and GET /history (contract §4, §6): on SQLite, and on
+PostgreSQL + Redis when DATABASE_URL and REDIS_URL say so.
 """
 
 from __future__ import annotations
@@ -16,10 +13,7 @@ import re
 
 import pytest
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skip(reason="waiting for consumer/turn merge (the lead removes this mark after merging)"),
-]
+pytestmark = pytest.mark.browser
 
 XSS_FLAG = "buddyPwned"
 XSS_PAYLOAD = f'<img src=x onerror="window.{XSS_FLAG}=1"><script>window.{XSS_FLAG}=2</script>'
