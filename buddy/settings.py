@@ -119,7 +119,8 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # channels' own in-memory layer, minus its O(N²) broadcast (see canvas/layers.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "canvas.layers.InMemoryChannelLayer"}}
 
 # --- Background tasks (django-q2) -------------------------------------------------------------
 # The ORM broker needs no extra service in the embedded default and is shared by every process on
