@@ -115,7 +115,17 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": CHANNEL_LAYER_PREFIX, "capacity": 1000, "expiry": 60},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout by default, and channels-redis waits for
+                # messages with a 5 s BZPOPMIN: every idle socket was torn down (channels_redis#422).
+                # Its asyncio pool also refuses (MaxConnectionsError) past 100 connections at once
+                # instead of waiting; a burst of 1,000 sockets joining or leaving their groups needs
+                # more (docs/bench-ws.md). Connections are opened only as needed.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "max_connections": 2000}],
+                "prefix": CHANNEL_LAYER_PREFIX,
+                "capacity": 1000,
+                "expiry": 60,
+            },
         }
     }
 else:

@@ -396,3 +396,19 @@ async def test_logging_out_closes_the_users_sockets(session, other_user):
     connected, _ = await refused.connect(timeout=10)
     assert not connected
     await refused.disconnect()
+
+
+async def test_an_idle_socket_outlives_the_redis_layers_blocking_receive(session):
+    """channels-redis waits for messages with a 5 s BZPOPMIN; redis-py 8 reads with a 5 s socket
+    timeout by default, which tore every idle socket down (channels_redis#422) unless settings raise it."""
+    if not settings.REDIS_URL:
+        pytest.skip("needs REDIS_URL")
+    import asyncio
+
+    cookie = await login_cookie(session.user)
+    async with opened(cookie) as socket:
+        await replay_into(socket)
+        await asyncio.sleep(7)  # longer than one blocking receive
+        assert await socket.receive_nothing(timeout=0.1)  # no close frame
+        await apply(session, "canvas_add_card", id="late", title="Still here")
+        assert (await socket.receive_json_from(timeout=10))["params"]["id"] == "late"
