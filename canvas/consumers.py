@@ -15,13 +15,13 @@ Frames the client must know about beyond contract §6:
   "declined".
 - `canvas_show_notification` has its own `version` like every canvas frame (it is never replayed).
 - A frame whose `version` is not above the client's is a duplicate (it may arrive right after a
-  replay that already included it): ignore it. One more than one above means a gap: send `replay`.
+  replay that already included it): ignore it. A version more than one above the client's means a
+  frame was lost: send `replay`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
@@ -36,8 +36,6 @@ from canvas.selectors import canvas_replay_frames
 from canvas.services import confirmation_answer
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
 from conversations.models import Agent, Session
-
-logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
