@@ -208,8 +208,8 @@ LOGGING = {
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "").strip() or None
 BUDDY_LLM = os.environ.get("BUDDY_LLM", "").strip() or ("anthropic" if ANTHROPIC_API_KEY else "offline")
-BUDDY_MODEL = os.environ.get("BUDDY_MODEL", "").strip() or "claude-sonnet-4-5"
-BUDDY_SUMMARY_MODEL = os.environ.get("BUDDY_SUMMARY_MODEL", "").strip() or "claude-haiku-4-5"
+BUDDY_MODEL = os.environ.get("BUDDY_MODEL", "").strip() or "claude-sonnet-5-5"
+BUDDY_SUMMARY_MODEL = os.environ.get("BUDDY_SUMMARY_MODEL", "").strip() or "claude-haiku-5-5"
 BUDDY_MAX_OUTPUT_TOKENS = env_int("BUDDY_MAX_OUTPUT_TOKENS", 4096)
 BUDDY_CONTEXT_TOKENS = env_int("BUDDY_CONTEXT_TOKENS", 120_000)
 BUDDY_WINDOW_LOW_WATER = env_float("BUDDY_WINDOW_LOW_WATER", 0.7)
@@ -218,5 +218,8 @@ BUDDY_MAX_PROMPT_TOKENS = env_int("BUDDY_MAX_PROMPT_TOKENS", BUDDY_CONTEXT_TOKEN
 BUDDY_MAX_TOOL_ROUNDS = env_int("BUDDY_MAX_TOOL_ROUNDS", 8)
 BUDDY_SUMMARIES = os.environ.get("BUDDY_SUMMARIES", "on").strip().lower() not in {"off", "0", "false", "no"}
 BUDDY_SUMMARY_TOKENS = env_int("BUDDY_SUMMARY_TOKENS", 2000)
+# The SDK's own retries and timeout (seconds) before a call counts as failed (HTTP 502).
+BUDDY_LLM_RETRIES = env_int("BUDDY_LLM_RETRIES", 2)
+BUDDY_LLM_TIMEOUT = env_float("BUDDY_LLM_TIMEOUT", 120.0)
 # How long a turn may hold its session's lease without renewing it before another process may take it.
 BUDDY_TURN_LEASE_SECONDS = env_int("BUDDY_TURN_LEASE_SECONDS", 120)

@@ -21,13 +21,17 @@ Frames the client must know about beyond contract §6:
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import close_old_connections
 
 from canvas.elements import CanvasCommandError
 from canvas.limits import MAX_FRAME_BYTES
@@ -36,6 +40,10 @@ from canvas.selectors import canvas_replay_frames
 from canvas.services import confirmation_answer
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
 from conversations.models import Agent, Session
+from conversations.submit import prompt_session
+from conversations.turn import ModelFailed, TurnError, turn_cancel, turn_run
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -58,6 +66,20 @@ class FrameError(Exception):
         super().__init__(detail)
         self.code = code
         self.detail = detail
+
+
+def _socket_turn(user: Any, agent_slug: str, chat_id: str, text: str) -> None:
+    try:
+        session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
+        turn_run(session=session, text=text)
+    finally:
+        close_old_connections()
+
+
+@_in_db_thread
+def _turn_cancel(user_id: int, agent_id: int, chat_id: str) -> bool:
+    session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
+    return session is not None and turn_cancel(session=session)
 
 
 @_in_db_thread
@@ -117,6 +139,10 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     chat_id: str
     chat_group_name: str = ""
     opened = False  # connect() went through: the socket follows a chat
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.turn_tasks: set[asyncio.Task] = set()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -254,17 +280,32 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         "confirmation_response": "on_confirmation_response",
     }
 
-    # --- turns (the lead implements these) ------------------------------------------------------
+    # --- turns ------------------------------------------------------------------------------------
 
     async def start_turn(self, text: str) -> None:
-        """Run `text` as a turn of this socket's chat (user `self.user`, agent `self.agent`, chat id
-        `self.chat_id`; the session may not exist yet). Called for `prompt` frames and, after the
-        element is marked answered, for confirmation answers."""
-        await self.send_error("not_implemented", "running turns over the WebSocket is not implemented yet")
+        """Run `text` as a turn of this socket's chat, in a task: the consumer handles one event at a
+        time, and its own deltas (group messages) must reach it while the turn runs. The turn pushes
+        `user_message`, `assistant_delta`, `assistant_message` (and a `model_failed` error) to every
+        socket of the chat; refusals (409, 413, …) answer this socket only."""
+        task = asyncio.create_task(self._turn(text))
+        self.turn_tasks.add(task)
+        task.add_done_callback(self.turn_tasks.discard)
+
+    async def _turn(self, text: str) -> None:
+        try:
+            await sync_to_async(_socket_turn, thread_sensitive=False)(self.user, self.agent.slug, self.chat_id, text)
+        except ModelFailed:
+            pass  # the turn already told every socket of the chat
+        except TurnError as error:
+            await self.send_error(error.code, str(error))
+        except Exception:
+            logger.exception("turn over the WebSocket failed")
+            await self.send_error("internal_error", "the turn failed unexpectedly; what was archived stays")
 
     async def cancel_turn(self) -> None:
-        """Stop the running turn of this socket's chat, if any."""
-        await self.send_error("not_implemented", "cancelling turns over the WebSocket is not implemented yet")
+        """Stop the running turn of this socket's chat, whichever process or socket started it."""
+        if not await _turn_cancel(self.user.pk, self.agent.pk, self.chat_id):
+            await self.send_error("no_turn_running", "there is no running turn to cancel")
 
     # --- group messages ---------------------------------------------------------------------------
 

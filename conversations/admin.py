@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from conversations.models import Agent, ApiToken, Message, ModelCall, Session
+from conversations.models import Agent, ApiToken, Message, ModelCall, ScheduledPrompt, ScheduledRun, Session
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -159,3 +159,25 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count, _ = queryset.delete()
         self.message_user(request, f"Revoked {count} token(s).")
+
+
+class ScheduledRunInline(admin.TabularInline):
+    model = ScheduledRun
+    extra = 0
+    can_delete = False
+    fields = ["due_at", "status", "prompt", "detail", "created_at"]
+    readonly_fields = fields
+    ordering = ["-due_at"]
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+@admin.register(ScheduledPrompt)
+class ScheduledPromptAdmin(admin.ModelAdmin):
+    list_display = ["text", "user", "agent", "chat_id", "next_run_at", "every_seconds", "enabled", "last_run_at"]
+    list_filter = ["enabled", "agent"]
+    search_fields = ["text", "user__username"]
+    list_select_related = ["user", "agent"]
+    readonly_fields = ["last_run_at", "created_at"]
+    inlines = [ScheduledRunInline]

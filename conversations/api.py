@@ -1,12 +1,43 @@
 from __future__ import annotations
 
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
 from django.http import HttpRequest
-from ninja import Router
+from ninja import Query, Router, Schema, Status
+from ninja.errors import HttpError
+from pydantic import Field
 
 from conversations import selectors
-from conversations.schemas import AgentOut, ChatOut
+from conversations.schemas import AgentOut, ChatOut, ErrorOut, HistoryOut, PromptIn, PromptOut
+from conversations.submit import prompt_submit
+from conversations.turn import TurnError
 
 router = Router(tags=["conversations"])
+
+ERRORS = {401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut, 502: ErrorOut}
+
+
+def _submit(user, payload: PromptIn, key: str | None):
+    try:
+        answer = prompt_submit(
+            user=user, text=payload.text, agent_slug=payload.agent, chat_id=payload.chat_id, idempotency_key=key
+        )
+    except TurnError as exc:
+        return Status(exc.status, {"detail": str(exc)})
+    finally:
+        close_old_connections()
+    return Status(answer.status, answer.body)
+
+
+@router.post("/prompt", response={200: PromptOut, **ERRORS}, summary="Run one turn and return the reply")
+async def prompt(request: HttpRequest, payload: PromptIn):
+    """Archives the prompt, runs the model and its tools, and returns the final text. With an
+    `Idempotency-Key` header, a repeat of the same key returns the first answer and runs nothing.
+    A running turn in the same chat gives 409; a prompt over `BUDDY_MAX_PROMPT_TOKENS` 413."""
+    user = request.auth  # the user the session cookie or the bearer token authenticated
+    key = request.headers.get("Idempotency-Key") or None
+    # The turn waits on the model: run it on a worker thread, not the one thread all sync views share.
+    return await sync_to_async(_submit, thread_sensitive=False)(user, payload, key)
 
 
 @router.get("/agents", response=list[AgentOut], summary="The agents a user can talk to")
@@ -20,3 +51,30 @@ def chats(request: HttpRequest):
         ChatOut(agent=s.agent.slug, chat_id=s.chat_id, last_message_at=s.last_message_at, messages=s.message_count)
         for s in selectors.session_list(user=request.user)
     ]
+
+
+class ChatQuery(Schema):
+    agent: str | None = None
+    chat_id: str | None = None
+
+
+class HistoryQuery(ChatQuery):
+    limit: int = Field(50, ge=1, le=500)
+    before: int | None = Field(None, ge=1)
+
+
+def owned_session(request: HttpRequest, query: ChatQuery):
+    """The requesting user's chat, or 404 — whether it is missing or someone else's is never revealed."""
+    session = selectors.session_get(user=request.user, agent_slug=query.agent, chat_id=query.chat_id)
+    if session is None:
+        raise HttpError(404, "No such chat.")
+    return session
+
+
+@router.get("/history", response={200: HistoryOut, **ERRORS}, summary="A page of a chat's archive")
+def history(request: HttpRequest, query: Query[HistoryQuery]):
+    """Up to `limit` messages with id below `before` (the newest when absent), oldest first;
+    `next_before` is the oldest id of the page, `null` when there is nothing older."""
+    session = owned_session(request, query)
+    messages, has_more = selectors.history_page(session=session, limit=query.limit, before=query.before)
+    return {"messages": messages, "next_before": messages[0].id if messages and has_more else None}

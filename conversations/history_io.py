@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from django.db import transaction
@@ -57,7 +57,7 @@ def parse_line(line_number: int, line: str) -> ImportLine:
         if created_at is None:
             raise ImportLineError(line_number, f"created_at is not an ISO-8601 date-time: {raw!r}")
         if timezone.is_naive(created_at):
-            created_at = timezone.make_aware(created_at, timezone.UTC)
+            created_at = timezone.make_aware(created_at, UTC)
     return ImportLine(role=record["role"], content=content, created_at=created_at)
 
 

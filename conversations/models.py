@@ -43,6 +43,8 @@ class Session(models.Model):
     turn_lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Set by `cancel` from any process; the turn holding the lease polls it and stops.
     turn_cancel_requested = models.BooleanField(default=False)
+    # One summary job at a time per session; a killed worker's claim simply expires.
+    summary_lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -149,3 +151,51 @@ class IdempotencyKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} ({self.user_id})"
+
+
+class ScheduledPrompt(models.Model):
+    """A prompt the server runs as its user at a time, or every N seconds (contract §7)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scheduled_prompts")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
+    chat_id = models.CharField(max_length=64, validators=[chat_id_validator], default="main")
+    text = models.TextField()
+    # The next due time; None once a one-off schedule has run. Claimed with a conditional UPDATE, so
+    # each due time runs once across every process.
+    next_run_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    every_seconds = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: run once.")
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    last_run_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(every_seconds__isnull=True) | Q(every_seconds__gte=60), name="schedule_every_minute_or_more"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.text[:40]} ({self.user})"
+
+
+class ScheduledRun(models.Model):
+    """One due time of a schedule: its unique row is what makes a due time run exactly once."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        DONE = "done"
+        FAILED = "failed"
+
+    schedule = models.ForeignKey(ScheduledPrompt, on_delete=models.CASCADE, related_name="runs")
+    due_at = models.DateTimeField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    prompt = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    detail = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["schedule", "due_at"], name="scheduled_run_once_per_due_time")]
+
+    def __str__(self) -> str:
+        return f"{self.schedule_id} @ {self.due_at:%Y-%m-%d %H:%M}"

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class AgentOut(Schema):
@@ -16,3 +17,32 @@ class ChatOut(Schema):
     chat_id: str
     last_message_at: datetime | None
     messages: int
+
+
+class PromptIn(Schema):
+    text: str = Field(..., description="What the user says.")
+    agent: str | None = Field(None, description="An agent's slug; default `buddy`.")
+    chat_id: str | None = Field(None, description="1–64 characters `[A-Za-z0-9_.:-]`; default `main`.")
+
+
+class PromptOut(Schema):
+    reply: str
+    message_id: int | None
+    agent: str
+    chat_id: str
+
+
+class ErrorOut(Schema):
+    detail: Any
+
+
+class HistoryMessageOut(Schema):
+    id: int
+    role: str
+    content: list[dict[str, Any]]
+    created_at: datetime
+
+
+class HistoryOut(Schema):
+    messages: list[HistoryMessageOut]
+    next_before: int | None

@@ -29,3 +29,15 @@ def session_list(*, user: AbstractBaseUser) -> QuerySet[Session]:
 
 def agent_list() -> QuerySet[Agent]:
     return Agent.objects.order_by("slug")
+
+
+def history_page(*, session: Session, limit: int, before: int | None) -> tuple[list, bool]:
+    """A keyset page of the archive, oldest first, and whether anything older remains."""
+    from conversations.models import Message
+
+    rows = Message.objects.filter(session=session).order_by("-id")
+    if before is not None:
+        rows = rows.filter(id__lt=before)
+    page = list(rows.only("id", "role", "content", "created_at")[: limit + 1])
+    has_more = len(page) > limit
+    return list(reversed(page[:limit])), has_more

@@ -25,3 +25,12 @@ def schedules_ensure() -> None:
         name="buddy: prune idempotency keys",
         defaults={"func": "conversations.tasks.idempotency_keys_prune", "schedule_type": Schedule.HOURLY},
     )
+    Schedule.objects.update_or_create(
+        name="buddy: run due scheduled prompts",
+        defaults={
+            "func": "conversations.schedules.schedules_run_due",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "repeats": -1,
+        },
+    )

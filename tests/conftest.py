@@ -1,28 +1,16 @@
-"""Shared fixtures. Settings that tests depend on are pinned here, before Django loads, so that a
-developer's environment (an API key, a production DATABASE_URL) never leaks into the suite."""
+"""Shared fixtures. The environment the suite runs in is pinned by tests/settings.py, which
+pytest-django imports before any conftest (a conftest is loaded after Django is set up)."""
 
 from __future__ import annotations
 
 import os
 import socket
-import uuid
 
-# Pin what the suite relies on. DATABASE_URL and REDIS_URL are honoured (CI sets them to run the
-# suite on PostgreSQL and Redis); everything model-related is pinned.
-for name in list(os.environ):
-    if name.startswith(("ANTHROPIC_", "BUDDY_")):
-        del os.environ[name]
-os.environ["BUDDY_LLM"] = "offline"
-os.environ["BUDDY_SUMMARIES"] = "off"
-os.environ["BUDDY_TASKS_SYNC"] = "1"
-# A per-run prefix, so parallel runs against one shared Redis never see each other's messages.
-os.environ["BUDDY_CHANNEL_PREFIX"] = f"buddy-test-{uuid.uuid4().hex[:8]}"
-if os.environ.get("DATABASE_URL", "").strip() == "":
-    os.environ.pop("DATABASE_URL", None)
-
-import pytest  # noqa: E402
+import pytest
 from hypothesis import HealthCheck  # noqa: E402
 from hypothesis import settings as hypothesis_settings
+
+pytest_plugins = ["tests.fake_anthropic"]
 
 hypothesis_settings.register_profile("ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 hypothesis_settings.register_profile("dev", deadline=None, max_examples=30)
@@ -65,9 +53,19 @@ def staff_user(django_user_model):
 
 @pytest.fixture
 def agent(db):
-    from conversations.models import Agent
+    from conversations.services import agent_ensure_default
 
-    return Agent.objects.get(slug="buddy")
+    return agent_ensure_default()
+
+
+@pytest.fixture(autouse=True)
+def _default_agent(request):
+    """The default agent comes from a data migration, which a transactional test's flush removes:
+    every test that touches the database starts with it, as a fresh installation does."""
+    marker = request.node.get_closest_marker("django_db")
+    uses_db = marker is not None or {"db", "transactional_db"} & set(request.fixturenames)
+    if uses_db:
+        request.getfixturevalue("agent")
 
 
 @pytest.fixture

@@ -1,0 +1,223 @@
+"""The model behind one small interface: the official Anthropic SDK, or the offline demo model.
+
+Both stream text through `on_text`, stop early when `should_stop()` says so, and return the whole
+assistant message as content blocks with its usage (cache fields that the provider leaves `None`
+are counted as 0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Protocol
+
+import httpx2
+from django.conf import settings
+
+
+class ModelError(Exception):
+    """The provider failed after the SDK's own retries (4xx, 5xx, overload, timeout, cut stream)."""
+
+
+@dataclass
+class ModelReply:
+    content: list[dict[str, Any]]
+    stop_reason: str
+    usage: dict[str, int] = field(default_factory=dict)
+    stopped_early: bool = False  # cancelled mid-stream: `content` holds what had arrived
+    latency_ms: int = 0
+
+
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+
+
+def usage_dict(usage: Any) -> dict[str, int]:
+    """Usage figures as plain ints; the API may send `None` for the cache fields."""
+    return {name: int(getattr(usage, name, None) or 0) for name in USAGE_FIELDS}
+
+
+class ModelClient(Protocol):
+    def stream(
+        self,
+        *,
+        model: str,
+        system: list[dict[str, Any]],
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        max_tokens: int,
+        on_text: Callable[[str], None],
+        should_stop: Callable[[], bool],
+    ) -> ModelReply: ...
+
+    def complete(self, *, model: str, system: str, prompt: str, max_tokens: int) -> ModelReply: ...
+
+
+class AnthropicClient:
+    def __init__(self) -> None:
+        import anthropic
+
+        self._anthropic = anthropic
+        self.client = anthropic.Anthropic(
+            api_key=settings.ANTHROPIC_API_KEY or None,
+            base_url=settings.ANTHROPIC_BASE_URL,
+            max_retries=settings.BUDDY_LLM_RETRIES,
+            timeout=settings.BUDDY_LLM_TIMEOUT,
+        )
+
+    def stream(self, *, model, system, messages, tools, max_tokens, on_text, should_stop) -> ModelReply:
+        started = time.monotonic()
+        try:
+            with self.client.messages.stream(
+                model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens
+            ) as stream:
+                for event in stream:
+                    if event.type == "text" and event.text:
+                        on_text(event.text)
+                    if should_stop():
+                        snapshot = stream.current_message_snapshot
+                        text = "".join(b.text for b in snapshot.content if b.type == "text")
+                        content = [{"type": "text", "text": text}] if text else []
+                        return ModelReply(
+                            content=content,
+                            stop_reason="cancelled",
+                            usage=usage_dict(snapshot.usage),
+                            stopped_early=True,
+                            latency_ms=int((time.monotonic() - started) * 1000),
+                        )
+                final = stream.get_final_message()
+        except self._anthropic.APIError as exc:
+            raise ModelError(describe_api_error(exc)) from exc
+        except (self._anthropic.AnthropicError, httpx2.HTTPError, OSError, ValueError) as exc:
+            # A stream cut mid-way surfaces as the transport's own error, not the SDK's.
+            raise ModelError(f"The model stream broke off: {exc}") from exc
+        return ModelReply(
+            content=[block.model_dump(exclude_none=True, mode="json") for block in final.content],
+            stop_reason=final.stop_reason or "end_turn",
+            usage=usage_dict(final.usage),
+            latency_ms=int((time.monotonic() - started) * 1000),
+        )
+
+    def complete(self, *, model, system, prompt, max_tokens) -> ModelReply:
+        started = time.monotonic()
+        try:
+            final = self.client.messages.create(
+                model=model, system=system, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
+            )
+        except self._anthropic.APIError as exc:
+            raise ModelError(describe_api_error(exc)) from exc
+        return ModelReply(
+            content=[block.model_dump(exclude_none=True, mode="json") for block in final.content],
+            stop_reason=final.stop_reason or "end_turn",
+            usage=usage_dict(final.usage),
+            latency_ms=int((time.monotonic() - started) * 1000),
+        )
+
+
+def describe_api_error(exc: Exception) -> str:
+    import anthropic
+
+    if isinstance(exc, anthropic.APITimeoutError):
+        return "The model provider did not answer in time."
+    if isinstance(exc, anthropic.APIConnectionError):
+        return "The model provider could not be reached."
+    if isinstance(exc, anthropic.APIStatusError):
+        message = ""
+        body = exc.body if isinstance(exc.body, dict) else {}
+        if isinstance(body.get("error"), dict):
+            message = body["error"].get("message", "")
+        if exc.status_code == 529:
+            return "The model provider is overloaded; try again shortly."
+        return f"The model provider answered {exc.status_code}" + (f": {message}" if message else ".")
+    return f"The model provider failed: {exc}"
+
+
+class OfflineClient:
+    """A tiny deterministic model for demos and browser tests (contract §8), no network.
+
+    A prompt `CANVAS: [{"name": TOOL, "input": {...}}, ...]` makes exactly those tool calls; after
+    their results it says which succeeded. Anything else gets a short echo. It streams word by word.
+    """
+
+    def stream(self, *, model, system, messages, tools, max_tokens, on_text, should_stop) -> ModelReply:
+        last = messages[-1]
+        results = [b for b in last["content"] if b.get("type") == "tool_result"]
+        if results:
+            failed = [b for b in results if b.get("is_error")]
+            text = f"Done: {len(results) - len(failed)} canvas change(s) made."
+            if failed:
+                text += " Failed: " + "; ".join(_result_text(b) for b in failed)
+            return self._say(text, on_text, should_stop)
+        prompt = next((b["text"] for b in last["content"] if b.get("type") == "text"), "")
+        if prompt.startswith("CANVAS:"):
+            try:
+                calls = json.loads(prompt[len("CANVAS:") :])
+                if not isinstance(calls, list) or not all(
+                    isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("input"), dict)
+                    for c in calls
+                ):
+                    raise ValueError("expected a list of {name, input}")
+            except ValueError as exc:
+                return self._say(f"I could not read that CANVAS: command ({exc}).", on_text, should_stop)
+            if calls:
+                count = sum(1 for m in messages for b in m["content"] if b.get("type") == "tool_use")
+                blocks = [
+                    {"type": "tool_use", "id": f"toolu_offline_{count + i}", "name": c["name"], "input": c["input"]}
+                    for i, c in enumerate(calls)
+                ]
+                return ModelReply(content=blocks, stop_reason="tool_use", usage=_usage(messages, blocks))
+        answer = re.sub(r"\s+", " ", prompt).strip()[:500]
+        return self._say(f"(offline demo) You said: {answer}", on_text, should_stop)
+
+    def complete(self, *, model, system, prompt, max_tokens) -> ModelReply:
+        text = re.sub(r"\s+", " ", prompt).strip()[: max_tokens * 4]
+        blocks = [{"type": "text", "text": text or "(nothing yet)"}]
+        return ModelReply(content=blocks, stop_reason="end_turn", usage={"input_tokens": len(prompt) // 4})
+
+    def _say(self, text: str, on_text, should_stop) -> ModelReply:
+        sent = []
+        for word in re.findall(r"\S+\s*", text):
+            if should_stop():
+                break
+            on_text(word)
+            sent.append(word)
+        said = "".join(sent)
+        blocks = [{"type": "text", "text": said}] if said else []
+        return ModelReply(
+            content=blocks,
+            stop_reason="end_turn" if len(sent) else "cancelled",
+            usage={"output_tokens": len(said) // 4 + 1},
+            stopped_early=said != text,
+        )
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        return " ".join(item.get("text", "") for item in content if isinstance(item, dict))
+    return str(content)
+
+
+def _usage(messages: list[dict[str, Any]], blocks: list[dict[str, Any]]) -> dict[str, int]:
+    return {"input_tokens": len(json.dumps(messages)) // 4, "output_tokens": len(json.dumps(blocks)) // 4}
+
+
+@cache
+def _anthropic_client(key: tuple) -> AnthropicClient:
+    return AnthropicClient()
+
+
+def model_client() -> ModelClient:
+    """The client the settings ask for (`BUDDY_LLM`), reused while those settings stay the same."""
+    if settings.BUDDY_LLM == "offline":
+        return OfflineClient()
+    key = (
+        settings.ANTHROPIC_API_KEY,
+        settings.ANTHROPIC_BASE_URL,
+        settings.BUDDY_LLM_RETRIES,
+        settings.BUDDY_LLM_TIMEOUT,
+    )
+    return _anthropic_client(key)

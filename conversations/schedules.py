@@ -1,0 +1,177 @@
+"""Scheduled prompts (contract §7): made by the command, the admin or the model's tool; run by the
+task engine as their user, through the same turn code as a typed prompt.
+
+Exactly once per due time, across processes: a worker claims a due time by moving `next_run_at`
+forward with a conditional UPDATE (only one worker's UPDATE matches) and records the claimed due time
+in a `ScheduledRun` row whose unique constraint refuses a second run of it. A recurring schedule whose
+times were missed while the server was down runs once, then moves to its next future time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
+from conversations.models import Agent, ScheduledPrompt, ScheduledRun, Session
+
+logger = logging.getLogger(__name__)
+
+MIN_EVERY_SECONDS = 60
+BUSY_RETRIES = 30  # the chat is mid-turn: wait for it, up to this many seconds
+
+SCHEDULE_TOOL: dict[str, Any] = {
+    "name": "schedule_prompt",
+    "description": (
+        "Schedule a prompt that will be run as the user in this chat at a time, or repeatedly, even when the "
+        "user is away (e.g. 'remind me every morning at 8' → at the next 08:00 UTC, every 86400 seconds). "
+        "The text is what you will receive then, so write it as an instruction to yourself."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "description": "The prompt to run."},
+            "at": {"type": "string", "description": "ISO-8601 date-time of the (first) run; UTC if no offset."},
+            "every_seconds": {"type": "integer", "minimum": MIN_EVERY_SECONDS, "description": "Repeat interval."},
+        },
+        "required": ["text"],
+    },
+}
+
+
+class ScheduleError(ValueError):
+    pass
+
+
+def parse_at(value: Any) -> datetime:
+    moment = parse_datetime(value) if isinstance(value, str) else None
+    if moment is None:
+        raise ScheduleError("`at` must be an ISO-8601 date-time such as 2026-11-23T08:00:00Z.")
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
+
+
+def schedule_create(
+    *,
+    user: AbstractBaseUser,
+    text: str,
+    agent_slug: str | None = None,
+    chat_id: str | None = None,
+    at: datetime | None = None,
+    every_seconds: int | None = None,
+) -> ScheduledPrompt:
+    if not isinstance(text, str) or not text.strip():
+        raise ScheduleError("The text of a scheduled prompt must not be empty.")
+    if at is None and every_seconds is None:
+        raise ScheduleError("Give a time (`at`), an interval (`every_seconds`), or both.")
+    if every_seconds is not None and (
+        isinstance(every_seconds, bool) or not isinstance(every_seconds, int) or every_seconds < MIN_EVERY_SECONDS
+    ):
+        raise ScheduleError(f"every_seconds must be a whole number of at least {MIN_EVERY_SECONDS}.")
+    chat_id = chat_id_or_default(chat_id)
+    if not CHAT_ID_RE.match(chat_id):
+        raise ScheduleError("chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
+    agent = Agent.objects.filter(slug=agent_or_default(agent_slug)).first()
+    if agent is None:
+        raise ScheduleError(f"No agent {agent_or_default(agent_slug)!r}.")
+    first = at or timezone.now() + timedelta(seconds=every_seconds or 0)
+    return ScheduledPrompt.objects.create(
+        user=user, agent=agent, chat_id=chat_id, text=text.strip(), next_run_at=first, every_seconds=every_seconds
+    )
+
+
+def schedule_from_tool(*, session: Session, tool_input: dict[str, Any]) -> str:
+    at = parse_at(tool_input["at"]) if tool_input.get("at") is not None else None
+    schedule = schedule_create(
+        user=session.user,
+        text=tool_input.get("text", ""),
+        agent_slug=session.agent.slug,
+        chat_id=session.chat_id,
+        at=at,
+        every_seconds=tool_input.get("every_seconds"),
+    )
+    when = f"{schedule.next_run_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    repeat = f", then every {schedule.every_seconds} seconds" if schedule.every_seconds else ""
+    return f"Scheduled (#{schedule.pk}) for {when}{repeat}."
+
+
+def _next_after(due: datetime, every_seconds: int, now: datetime) -> datetime:
+    """The first time of the series after `now`: missed slots are skipped, not replayed."""
+    step = timedelta(seconds=every_seconds)
+    missed = max(0, int((now - due) / step))
+    following = due + step * (missed + 1)
+    return following if following > now else following + step
+
+
+def schedule_claim_due(*, now: datetime | None = None) -> list[ScheduledRun]:
+    """Claim every due time that has come; each is claimed by exactly one caller."""
+    now = now or timezone.now()
+    claimed: list[ScheduledRun] = []
+    due = ScheduledPrompt.objects.filter(enabled=True, next_run_at__lte=now).values_list(
+        "pk", "next_run_at", "every_seconds"
+    )
+    for pk, due_at, every_seconds in list(due[:500]):
+        following = _next_after(due_at, every_seconds, now) if every_seconds else None
+        with transaction.atomic():
+            moved = ScheduledPrompt.objects.filter(pk=pk, next_run_at=due_at, enabled=True).update(
+                next_run_at=following, enabled=following is not None, last_run_at=now
+            )
+            if not moved:  # another worker claimed this due time first
+                continue
+            try:
+                with transaction.atomic():
+                    claimed.append(ScheduledRun.objects.create(schedule_id=pk, due_at=due_at))
+            except IntegrityError:
+                continue
+    return claimed
+
+
+def scheduled_run_execute(*, run_id: int) -> str:
+    """Run one claimed due time as its user. Idempotent: a redelivered task never archives twice."""
+    from conversations.submit import prompt_session
+    from conversations.turn import TurnError, TurnRunning, turn_run
+
+    run = ScheduledRun.objects.select_related("schedule__user", "schedule__agent").get(pk=run_id)
+    if run.status != ScheduledRun.Status.PENDING:
+        return run.status
+    schedule = run.schedule
+    try:
+        session = prompt_session(user=schedule.user, agent_slug=schedule.agent.slug, chat_id=schedule.chat_id)
+
+        def remember(prompt) -> None:
+            ScheduledRun.objects.filter(pk=run.pk).update(prompt=prompt)
+
+        for _ in range(BUSY_RETRIES):
+            try:
+                if run.prompt_id:  # a worker died mid-turn: finish that turn, never a second prompt
+                    turn_run(session=session, prompt=run.prompt)
+                else:
+                    turn_run(session=session, text=schedule.text, on_prompt=remember)
+                break
+            except TurnRunning:
+                time.sleep(1)
+                run.refresh_from_db()
+        else:
+            raise TurnRunning()
+    except TurnError as exc:
+        logger.warning("scheduled prompt %s failed: %s", schedule.pk, exc)
+        ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail=str(exc))
+        return "failed"
+    ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.DONE)
+    return "done"
+
+
+def schedules_run_due() -> int:
+    """The periodic task: claim what is due and run each claimed time on the task engine."""
+    from django_q.tasks import async_task
+
+    runs = schedule_claim_due()
+    for run in runs:
+        async_task("conversations.schedules.scheduled_run_execute", run_id=run.pk, group="scheduled-prompts")
+    return len(runs)

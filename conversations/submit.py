@@ -1,0 +1,140 @@
+"""A prompt from outside — HTTP, WebSocket, a schedule — turned into a turn, with `Idempotency-Key`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_of
+from conversations.models import IdempotencyKey, Message, Session
+from conversations.services import UnknownAgent, session_get_or_create
+from conversations.turn import (
+    PromptInvalid,
+    TurnError,
+    TurnResult,
+    TurnRunning,
+    prompt_check,
+    turn_is_running,
+    turn_run,
+)
+
+
+class ChatNotFound(TurnError):
+    code, status = "not_found", 404
+
+
+@dataclass
+class Answer:
+    status: int
+    body: dict[str, Any]
+
+
+def _ok(session: Session, result: TurnResult) -> Answer:
+    return Answer(
+        200,
+        {
+            "reply": result.reply,
+            "message_id": result.message_id,
+            "agent": session.agent.slug,
+            "chat_id": session.chat_id,
+        },
+    )
+
+
+def prompt_session(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session:
+    """The session a prompt goes to (created on first use); 422 for a bad chat id, 404 for no agent."""
+    chat_id = chat_id_or_default(chat_id)
+    if not CHAT_ID_RE.match(chat_id):
+        raise PromptInvalid("chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
+    try:
+        return session_get_or_create(user=user, agent_slug=agent_slug, chat_id=chat_id)
+    except UnknownAgent as exc:
+        raise ChatNotFound(f"No agent {agent_or_default(agent_slug)!r}.") from exc
+
+
+def prompt_submit(
+    *,
+    user: AbstractBaseUser,
+    text: str,
+    agent_slug: str | None = None,
+    chat_id: str | None = None,
+    idempotency_key: str | None = None,
+) -> Answer:
+    """Run one turn and answer as `POST /prompt` does. Raises TurnError subclasses for refusals."""
+    prompt_check(text)
+    if not idempotency_key:
+        session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
+        return _ok(session, turn_run(session=session, text=text))
+    record, created = _idempotency_record(user, idempotency_key[:255])
+    if not created:
+        return _repeat(record)
+    session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
+    IdempotencyKey.objects.filter(pk=record.pk).update(session=session)
+
+    def remember_prompt(prompt: Message) -> None:
+        IdempotencyKey.objects.filter(pk=record.pk).update(prompt=prompt)
+
+    try:
+        answer = _ok(session, turn_run(session=session, text=text, on_prompt=remember_prompt))
+    except TurnRunning:
+        IdempotencyKey.objects.filter(pk=record.pk).delete()  # nothing ran: the key may be used again
+        raise
+    except TurnError as exc:
+        if exc.status == 502:  # the prompt is archived; the first answer is this failure
+            _store(record, Answer(502, {"detail": str(exc)}))
+        else:
+            IdempotencyKey.objects.filter(pk=record.pk).delete()
+        raise
+    _store(record, answer)
+    return answer
+
+
+def _idempotency_record(user: AbstractBaseUser, key: str) -> tuple[IdempotencyKey, bool]:
+    try:
+        with transaction.atomic():
+            return IdempotencyKey.objects.create(user=user, key=key), True
+    except IntegrityError:
+        return IdempotencyKey.objects.get(user=user, key=key), False
+
+
+def _store(record: IdempotencyKey, answer: Answer) -> None:
+    IdempotencyKey.objects.filter(pk=record.pk).update(status_code=answer.status, response=answer.body)
+
+
+def _repeat(record: IdempotencyKey) -> Answer:
+    """A repeat of a key: the first answer, or — if the first request died mid-turn — that turn's
+    answer from the archive (resuming it when it is still the newest turn). Never a second prompt."""
+    record.refresh_from_db()
+    if record.response is not None:
+        return Answer(record.status_code or 200, record.response)
+    session, prompt = record.session, record.prompt
+    if session is None or prompt is None or turn_is_running(session=session):
+        raise TurnRunning()
+    after = list(Message.objects.filter(session=session, id__gt=prompt.id).order_by("id"))
+    turn_messages = after[: _turn_length(after)]
+    last = turn_messages[-1] if turn_messages else None
+    finished = (
+        last is not None and last.role == "assistant" and not any(b.get("type") == "tool_use" for b in last.content)
+    )
+    if len(turn_messages) == len(after) and not finished:
+        result = turn_run(session=session, prompt=prompt)
+    else:
+        spoken = [m for m in turn_messages if m.role == "assistant"]
+        result = TurnResult(
+            reply="\n\n".join(t for t in (text_of(m.content) for m in spoken) if t),
+            message_id=spoken[-1].id if spoken else None,
+            prompt_id=prompt.id,
+        )
+    answer = _ok(session, result)
+    _store(record, answer)
+    return answer
+
+
+def _turn_length(after: list[Message]) -> int:
+    for index, message in enumerate(after):
+        if message.is_turn_start:
+            return index
+    return len(after)

@@ -1,0 +1,288 @@
+"""One turn: archive the prompt, call the model, run its tools, archive every step, push frames.
+
+A turn holds its session's lease (a row update with an expiry, never a transaction held across a
+model call), so turns of one session never interleave, across processes, and a crashed process
+cannot block a session for longer than BUDDY_TURN_LEASE_SECONDS. Every step is archived as it
+happens; if the process dies anywhere, the window builder repairs what is missing in the window.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models import Q
+from django.utils import timezone
+
+from canvas.push import push_frame, push_frame_on_commit
+from conversations.content import estimate_tokens, text_of
+from conversations.llm import ModelError, ModelReply, model_client
+from conversations.models import Message, ModelCall, Session
+from conversations.prompt import model_for, request_build
+from conversations.services import message_append
+from conversations.tools import tool_round_run
+
+logger = logging.getLogger(__name__)
+
+CANCEL_POLL_SECONDS = 0.5
+
+
+class TurnError(Exception):
+    code = "turn_failed"
+    status = 500
+
+
+class TurnRunning(TurnError):
+    code, status = "turn_running", 409
+
+    def __init__(self) -> None:
+        super().__init__("A turn is already running in this chat; wait for it or cancel it.")
+
+
+class PromptTooLarge(TurnError):
+    code, status = "too_large", 413
+
+
+class PromptInvalid(TurnError):
+    code, status = "invalid", 422
+
+
+class ModelFailed(TurnError):
+    code, status = "model_failed", 502
+
+
+@dataclass
+class TurnResult:
+    reply: str
+    message_id: int | None  # the final assistant message, None when nothing was said
+    prompt_id: int
+    cancelled: bool = False
+
+
+def prompt_check(text: str) -> None:
+    """Refuse a prompt before anything is archived (contract §3: 413 and 422 are not archived)."""
+    if not isinstance(text, str) or not text.strip():
+        raise PromptInvalid("The prompt is empty.")
+    tokens = estimate_tokens([{"type": "text", "text": text}])
+    if tokens > settings.BUDDY_MAX_PROMPT_TOKENS:
+        raise PromptTooLarge(
+            f"The prompt is about {tokens} tokens; the most one prompt may hold is {settings.BUDDY_MAX_PROMPT_TOKENS}."
+        )
+
+
+# --- The lease ----------------------------------------------------------------------------------
+
+
+def _lease_ttl() -> timedelta:
+    return timedelta(seconds=settings.BUDDY_TURN_LEASE_SECONDS)
+
+
+def turn_lease_acquire(*, session: Session) -> str:
+    """Take the session's turn lease, or raise TurnRunning. One conditional UPDATE: atomic everywhere."""
+    now = timezone.now()
+    lease_id = uuid.uuid4().hex
+    taken = (
+        Session.objects.filter(pk=session.pk)
+        .filter(Q(turn_lease_id="") | Q(turn_lease_expires_at__lt=now))
+        .update(turn_lease_id=lease_id, turn_lease_expires_at=now + _lease_ttl(), turn_cancel_requested=False)
+    )
+    if not taken:
+        raise TurnRunning()
+    return lease_id
+
+
+def turn_lease_renew(*, session: Session, lease_id: str) -> bool:
+    """Extend the lease; returns whether the turn should go on (still ours and not cancelled)."""
+    renewed = Session.objects.filter(pk=session.pk, turn_lease_id=lease_id, turn_cancel_requested=False).update(
+        turn_lease_expires_at=timezone.now() + _lease_ttl()
+    )
+    return bool(renewed)
+
+
+def turn_lease_release(*, session: Session, lease_id: str) -> None:
+    Session.objects.filter(pk=session.pk, turn_lease_id=lease_id).update(
+        turn_lease_id="", turn_lease_expires_at=None, turn_cancel_requested=False
+    )
+
+
+def turn_cancel(*, session: Session) -> bool:
+    """Ask the running turn of this session, in whatever process, to stop. False if none runs."""
+    running = Session.objects.filter(pk=session.pk).exclude(turn_lease_id="")
+    return bool(running.filter(turn_lease_expires_at__gte=timezone.now()).update(turn_cancel_requested=True))
+
+
+def turn_is_running(*, session: Session) -> bool:
+    return (
+        Session.objects.filter(pk=session.pk, turn_lease_expires_at__gte=timezone.now())
+        .exclude(turn_lease_id="")
+        .exists()
+    )
+
+
+class _Stopper:
+    """Polls the database (at most every CANCEL_POLL_SECONDS) for a cancel, renewing the lease as it goes."""
+
+    def __init__(self, session: Session, lease_id: str) -> None:
+        self.session, self.lease_id = session, lease_id
+        self.stopped = False
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self, *, now_or_never: bool = False) -> bool:
+        if self.stopped:
+            return True
+        now = time.monotonic()
+        if now_or_never or now - self._checked >= CANCEL_POLL_SECONDS:
+            with self._lock:
+                self._checked = now
+                if not turn_lease_renew(session=self.session, lease_id=self.lease_id):
+                    self.stopped = True
+        return self.stopped
+
+
+# --- The turn --------------------------------------------------------------------------------
+
+
+def turn_run(
+    *,
+    session: Session,
+    text: str | None = None,
+    prompt: Message | None = None,
+    on_prompt: Callable[[Message], None] | None = None,
+) -> TurnResult:
+    """Run one turn for a new prompt `text`, or resume the turn of an already archived `prompt`.
+
+    Raises PromptInvalid/PromptTooLarge (nothing archived), TurnRunning (409), ModelFailed (502: the
+    prompt and every step before the failure stay archived).
+    """
+    if prompt is None:
+        prompt_check(text or "")
+    lease_id = turn_lease_acquire(session=session)
+    try:
+        if prompt is None:
+            prompt = message_append(session=session, role="user", content=text)
+            push_frame_on_commit(session, {"type": "user_message", "text": text, "message_id": prompt.id})
+            if on_prompt is not None:
+                on_prompt(prompt)
+        result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
+    except ModelFailed as failure:
+        turn_lease_release(session=session, lease_id=lease_id)
+        push_frame(session, {"type": "error", "code": failure.code, "detail": str(failure)})
+        raise
+    finally:
+        turn_lease_release(session=session, lease_id=lease_id)
+    # After the release: a client that answers the reply at once must not hit its own lease (409).
+    push_frame(session, {"type": "assistant_message", "text": result.reply, "message_id": result.message_id})
+    _summaries_follow(session)
+    return result
+
+
+def _summaries_follow(session: Session) -> None:
+    """Queue the summary job if the window nears its next step. Never fails a reply."""
+    from memory.summaries import summary_schedule
+
+    try:
+        summary_schedule(session=session)
+    except Exception:
+        logger.exception("could not queue the summary of session %s", session.pk)
+
+
+def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResult:
+    from conversations.window import window_build
+
+    client = model_client()
+    stopper = _Stopper(session, lease_id)
+    spoken: list[str] = []
+    last_message: Message | None = None
+    tool_rounds = 0
+
+    def on_text(chunk: str) -> None:
+        push_frame(session, {"type": "assistant_delta", "text": chunk})
+
+    while True:
+        if stopper(now_or_never=True):  # between model calls, always look
+            break
+        window = window_build(session=session)
+        request = request_build(session=session, window_messages=window.messages)
+        started = time.monotonic()
+        try:
+            reply = client.stream(
+                model=model_for(session),
+                max_tokens=settings.BUDDY_MAX_OUTPUT_TOKENS,
+                on_text=on_text,
+                should_stop=stopper,
+                **request,
+            )
+        except ModelError as exc:
+            _record_call(session, model_for(session), None, error=str(exc), started=started)
+            raise ModelFailed(str(exc)) from exc
+        _record_call(session, model_for(session), reply, started=started)
+        content = _archivable(reply)
+        if not content:
+            break
+        last_message = message_append(session=session, role="assistant", content=content)
+        said = text_of(content)
+        if said:
+            spoken.append(said)
+        tool_uses = [block for block in content if block.get("type") == "tool_use"]
+        if not tool_uses:
+            break
+        tool_round_run(session=session, tool_uses=tool_uses)
+        tool_rounds += 1
+        if tool_rounds >= settings.BUDDY_MAX_TOOL_ROUNDS and not stopper(now_or_never=True):
+            notice = (
+                f"I stopped here: this turn reached the limit of {settings.BUDDY_MAX_TOOL_ROUNDS} rounds of tool "
+                "calls. Ask me to continue if there is more to do."
+            )
+            last_message = message_append(session=session, role="assistant", content=notice)
+            spoken.append(notice)
+            break
+    reply_text = "\n\n".join(spoken)
+    message_id = last_message.id if last_message is not None and last_message.role == "assistant" else None
+    return TurnResult(reply=reply_text, message_id=message_id, prompt_id=prompt.id, cancelled=stopper.stopped)
+
+
+def _archivable(reply: ModelReply) -> list[dict]:
+    """What of a reply may be archived: no empty text blocks; when cut short, text only (a tool_use
+    that was still streaming is incomplete and was never run)."""
+    blocks = [b for b in reply.content if not (b.get("type") == "text" and not b.get("text", "").strip())]
+    if reply.stopped_early:
+        blocks = [b for b in blocks if b.get("type") == "text"]
+    for block in blocks:  # the SDK adds fields the API does not accept back (e.g. citations=None)
+        if block.get("type") == "text":
+            for key in [k for k in block if k not in {"type", "text"}]:
+                block.pop(key)
+    return blocks
+
+
+def _record_call(
+    session: Session, model: str, reply: ModelReply | None, *, started: float, error: str = ""
+) -> ModelCall:
+    usage = reply.usage if reply else {}
+    return ModelCall.objects.create(
+        session=session,
+        kind=ModelCall.Kind.CHAT,
+        model=model,
+        input_tokens=usage.get("input_tokens") or 0,
+        output_tokens=usage.get("output_tokens") or 0,
+        cache_read_input_tokens=usage.get("cache_read_input_tokens") or 0,
+        cache_creation_input_tokens=usage.get("cache_creation_input_tokens") or 0,
+        latency_ms=int((time.monotonic() - started) * 1000),
+        stop_reason=reply.stop_reason if reply else "",
+        error=error,
+    )
+
+
+def turn_run_in_thread(**kwargs) -> TurnResult:
+    """`turn_run` for a worker thread (async callers): closes the thread's connections after."""
+    try:
+        return turn_run(**kwargs)
+    finally:
+        close_old_connections()

@@ -1,0 +1,147 @@
+"""Turns over the WebSocket: prompt, streaming, cancel, refusals, confirmations."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+
+from canvas.services import canvas_apply
+from conversations.models import Message
+from tests.canvas.test_consumer import login_cookie, opened
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def frames_until(socket, kind: str, timeout: float = 20) -> list[dict[str, Any]]:
+    """Every frame up to and including the first of type `kind`, skipping the connect replay."""
+    frames = []
+    while True:
+        frame = await socket.receive_json_from(timeout=timeout)
+        if frame.get("type") == "canvas_command" and frame.get("command") == "canvas_set_mode" and not frames:
+            continue
+        frames.append(frame)
+        if frame.get("type") == kind:
+            return frames
+
+
+@database_sync_to_async
+def archived() -> list[tuple[str, list]]:
+    return list(Message.objects.order_by("id").values_list("role", "content"))
+
+
+async def test_a_prompt_frame_streams_the_reply_to_every_tab(user, agent):
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab, opened(cookie) as other_tab:
+        await tab.send_json_to({"type": "prompt", "text": "hello over the socket"})
+        frames = await frames_until(tab, "assistant_message")
+        kinds = [f["type"] for f in frames]
+        assert kinds[0] == "user_message" and frames[0]["text"] == "hello over the socket"
+        assert "assistant_delta" in kinds
+        streamed = "".join(f["text"] for f in frames if f["type"] == "assistant_delta")
+        assert frames[-1]["text"] == streamed == "(offline demo) You said: hello over the socket"
+        assert isinstance(frames[-1]["message_id"], int)
+        seen_by_other = await frames_until(other_tab, "assistant_message")
+        assert seen_by_other[0]["type"] == "user_message" and seen_by_other[-1]["text"] == streamed
+    assert [role for role, _ in await archived()] == ["user", "assistant"]
+
+
+async def test_a_prompt_creates_the_chat_a_socket_was_already_watching(user, agent):
+    cookie = await login_cookie(user)
+    async with opened(cookie, "?chat_id=fresh") as tab:
+        grammar = 'CANVAS: [{"name": "canvas_add_card", "input": {"id": "n", "title": "New"}}]'
+        await tab.send_json_to({"type": "prompt", "text": grammar})
+        frames = await frames_until(tab, "assistant_message")
+        cards = [f for f in frames if f["type"] == "canvas_command" and f["command"] == "canvas_add_card"]
+        assert cards and cards[0]["params"]["title"] == "New" and cards[0]["version"] == 1
+
+
+async def test_cancel_over_the_socket_stops_the_turn(user, agent, fake_anthropic, settings):
+    settings.BUDDY_LLM_RETRIES = 0
+    full = "word " * 300
+    fake_anthropic.queue_text(full)
+    fake_anthropic.delay_stream(0.7)
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "prompt", "text": "talk slowly"})
+        first = await frames_until(tab, "assistant_delta")
+        assert first[0]["type"] == "user_message"
+        await tab.send_json_to({"type": "cancel"})
+        frames = await frames_until(tab, "assistant_message")
+        assert len(frames[-1]["text"]) < len(full)
+    fake_anthropic.delay_stream(0)
+    roles = [role for role, _ in await archived()]
+    assert roles in (["user"], ["user", "assistant"])
+
+
+async def test_cancel_without_a_running_turn_is_an_error_frame(user, agent):
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "cancel"})
+        frame = await tab.receive_json_from(timeout=10)
+        while frame["type"] == "canvas_command":
+            frame = await tab.receive_json_from(timeout=10)
+        assert frame == {"type": "error", "code": "no_turn_running", "detail": frame["detail"]}
+
+
+async def test_a_second_prompt_while_a_turn_runs_is_refused(user, agent, fake_anthropic, settings):
+    settings.BUDDY_LLM_RETRIES = 0
+    fake_anthropic.queue_text("slow " * 50)
+    fake_anthropic.delay_stream(0.5)
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "prompt", "text": "first"})
+        await frames_until(tab, "user_message")
+        await tab.send_json_to({"type": "prompt", "text": "second"})
+        frames = await frames_until(tab, "error")
+        assert frames[-1]["code"] == "turn_running"
+        await frames_until(tab, "assistant_message")
+    fake_anthropic.delay_stream(0)
+    assert [c[0]["text"] for r, c in await archived() if r == "user"] == ["first"]
+
+
+async def test_a_model_failure_reaches_the_socket_as_an_error_frame(user, agent, fake_anthropic, settings):
+    settings.BUDDY_LLM_RETRIES = 0
+    fake_anthropic.fail_next(529)
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "prompt", "text": "are you there?"})
+        frames = await frames_until(tab, "error")
+        assert frames[-1]["code"] == "model_failed" and "overloaded" in frames[-1]["detail"]
+        await tab.send_json_to({"type": "prompt", "text": "and now?"})
+        assert (await frames_until(tab, "assistant_message"))[-1]["text"] == "Echo: and now?"
+
+
+async def test_a_confirmation_answer_marks_the_element_and_runs_a_turn(session):
+    await database_sync_to_async(
+        lambda: canvas_apply(
+            session=session,
+            command="canvas_show_confirmation",
+            params={"id": "ship", "title": "Ship?", "message": "Go?"},
+        )
+    )()
+    cookie = await login_cookie(session.user)
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "confirmation_response", "id": "ship", "confirmed": True})
+        frames = await frames_until(tab, "assistant_message")
+        marked = [f for f in frames if f["type"] == "canvas_command" and "answered" in f["params"]]
+        assert marked[0]["params"]["answered"] == "confirmed" and marked[0]["params"]["id"] == "ship"
+        prompts = [f for f in frames if f["type"] == "user_message"]
+        assert prompts[0]["text"] == "[confirmation ship: confirmed]"
+        await tab.send_json_to({"type": "confirmation_response", "id": "ship", "confirmed": False})
+        frame = await frames_until(tab, "error")
+        assert frame[-1]["code"]  # already answered: refused, nothing runs
+    prompts = [c[0]["text"] for r, c in await archived() if r == "user"]
+    assert prompts == ["[confirmation ship: confirmed]"]
+
+
+async def test_the_socket_keeps_working_after_a_turn_task_finished(user, agent):
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        for text in ("one", "two"):
+            await tab.send_json_to({"type": "prompt", "text": text})
+            frames = await frames_until(tab, "assistant_message")
+            assert frames[-1]["text"].endswith(text)
+        await asyncio.sleep(0)

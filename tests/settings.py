@@ -1,0 +1,23 @@
+"""Settings of the test suite: the project's settings, read from a pinned environment.
+
+Pinned before buddy.settings reads the environment, so a developer's own ANTHROPIC_API_KEY or
+BUDDY_* values never leak into the suite. DATABASE_URL and REDIS_URL are honoured: CI sets them to
+run the suite on PostgreSQL and Redis. Subprocesses the tests start (daphne, workers) inherit this
+environment and use buddy.settings.
+"""
+
+import os
+import uuid
+
+for _name in list(os.environ):
+    if _name.startswith(("ANTHROPIC_", "BUDDY_")):
+        del os.environ[_name]
+os.environ["BUDDY_LLM"] = "offline"
+os.environ["BUDDY_SUMMARIES"] = "off"
+os.environ["BUDDY_TASKS_SYNC"] = "1"  # tasks run inline in the tests; test_tasks runs a real worker
+# A per-run prefix, so runs sharing one Redis never see each other's messages.
+os.environ["BUDDY_CHANNEL_PREFIX"] = f"buddy-test-{uuid.uuid4().hex[:8]}"
+if not os.environ.get("DATABASE_URL", "").strip():
+    os.environ.pop("DATABASE_URL", None)
+
+from buddy.settings import *  # noqa: E402, F403
