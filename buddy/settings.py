@@ -115,11 +115,22 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": CHANNEL_LAYER_PREFIX, "capacity": 1000, "expiry": 60},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout by default, and channels-redis waits for
+                # messages with a 5 s BZPOPMIN: every idle socket was torn down (channels_redis#422).
+                # Its asyncio pool also refuses (MaxConnectionsError) past 100 connections at once
+                # instead of waiting; a burst of 1,000 sockets joining or leaving their groups needs
+                # more (docs/bench-ws.md). Connections are opened only as needed.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "max_connections": 2000}],
+                "prefix": CHANNEL_LAYER_PREFIX,
+                "capacity": 1000,
+                "expiry": 60,
+            },
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # channels' own in-memory layer, minus its O(N²) broadcast (see canvas/layers.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "canvas.layers.InMemoryChannelLayer"}}
 
 # --- Background tasks (django-q2) -------------------------------------------------------------
 # The ORM broker needs no extra service in the embedded default and is shared by every process on

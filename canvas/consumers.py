@@ -15,7 +15,8 @@ Frames the client must know about beyond contract §6:
   "declined".
 - `canvas_show_notification` has its own `version` like every canvas frame (it is never replayed).
 - A frame whose `version` is not above the client's is a duplicate (it may arrive right after a
-  replay that already included it): ignore it. One more than one above means a gap: send `replay`.
+  replay that already included it): ignore it. A version more than one above the client's means a
+  frame was lost: send `replay`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
@@ -43,9 +45,18 @@ from conversations.turn import ModelFailed, TurnError, turn_cancel, turn_run
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 CLOSE_INVALID_QUERY = 4400
 CLOSE_LOGGED_OUT = 4401
 CLOSE_UNKNOWN_AGENT = 4404
+
+
+def _in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """database_sync_to_async on the loop's thread pool. The default (thread_sensitive) runs every
+    consumer's database call in one shared thread, so a burst of connects queues behind one another;
+    these functions are self-contained (one query set or one atomic block each), so any thread will do."""
+    return database_sync_to_async(function, thread_sensitive=False)
 
 
 class FrameError(Exception):
@@ -65,24 +76,40 @@ def _socket_turn(user: Any, agent_slug: str, chat_id: str, text: str) -> None:
         close_old_connections()
 
 
-@database_sync_to_async
+@_in_db_thread
 def _turn_cancel(user_id: int, agent_id: int, chat_id: str) -> bool:
     session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
     return session is not None and turn_cancel(session=session)
 
 
-@database_sync_to_async
+@_in_db_thread
 def _agent_get(slug: str) -> Agent | None:
     return Agent.objects.filter(slug=slug).first()
 
 
-@database_sync_to_async
-def _replay_frames(user_id: int, agent_id: int, chat_id: str) -> list[dict[str, Any]]:
+def _replay_frames_sync(user_id: int, agent_id: int, chat_id: str) -> list[dict[str, Any]]:
     session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
     return canvas_replay_frames(session=session)
 
 
-@database_sync_to_async
+_replay_frames = _in_db_thread(_replay_frames_sync)
+
+
+@_in_db_thread
+def _agent_and_replay(slug: str, user_id: int, chat_id: str) -> tuple[Agent | None, list[dict[str, Any]]]:
+    agent = Agent.objects.filter(slug=slug).first()
+    if agent is None:
+        return None, []
+    return agent, _replay_frames_sync(user_id, agent.pk, chat_id)
+
+
+# Agent slug → id, learned by this process: lets a connect join the chat's group before its one trip to
+# the database (each trip to a database thread costs more than its queries on a busy server). Only a
+# hint: the trip checks it, and a wrong one costs a second read.
+_agent_id_hints: dict[str, int] = {}
+
+
+@_in_db_thread
 def _confirmation_answer(user_id: int, agent_id: int, chat_id: str, element_id: str, confirmed: bool) -> None:
     session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
     if session is None:
@@ -111,6 +138,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     agent: Agent
     chat_id: str
     chat_group_name: str = ""
+    opened = False  # connect() went through: the socket follows a chat
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -130,32 +158,48 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             await self.send_error("invalid_chat_id", "chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
             await self.close(code=CLOSE_INVALID_QUERY)
             return
-        agent = await _agent_get(agent_slug)
+        self.chat_id = chat_id
+        await self._join(user_group(user.pk))
+        # The chat's group is joined before its state is read, so no change between the read and the
+        # join is missed; a frame already included in the replay comes after it, with a version the
+        # client already has.
+        hint = _agent_id_hints.get(agent_slug)
+        if hint is not None:
+            await self._join_chat_group(hint)
+        agent, frames = await _agent_and_replay(agent_slug, user.pk, chat_id)
         if agent is None:
+            _agent_id_hints.pop(agent_slug, None)
             await self.send_error("unknown_agent", f"there is no agent {agent_slug[:64]!r}")
             await self.close(code=CLOSE_UNKNOWN_AGENT)
             return
-        self.chat_id = chat_id
-        await self._join(user_group(user.pk))
-        # Join before reading the state, so no change between the read and the join is missed; a
-        # frame already included in the replay arrives after it with a version the client has.
-        await self._join_chat(agent)
-        await self.send_replay()
+        self.agent = agent
+        if agent.pk != hint:
+            _agent_id_hints[agent_slug] = agent.pk
+            await self._join_chat_group(agent.pk)
+            frames = await _replay_frames(user.pk, agent.pk, chat_id)  # read again, after the join
+        self.opened = True
+        await self._send_all(frames)
 
     async def _join(self, group: str) -> None:
         await self.channel_layer.group_add(group, self.channel_name)
         self.groups.append(group)  # the base class leaves every group in self.groups on disconnect
 
-    async def _join_chat(self, agent: Agent) -> None:
+    async def _join_chat_group(self, agent_id: int) -> None:
+        """Follow the chat of agent `agent_id` (and no other)."""
+        group = chat_group(user_id=self.user.pk, agent_id=agent_id, chat_id=self.chat_id)
+        if group == self.chat_group_name:
+            return
         if self.chat_group_name:
             await self.channel_layer.group_discard(self.chat_group_name, self.channel_name)
             self.groups.remove(self.chat_group_name)
-        self.agent = agent
-        self.chat_group_name = chat_group(user_id=self.user.pk, agent_id=agent.pk, chat_id=self.chat_id)
-        await self._join(self.chat_group_name)
+        self.chat_group_name = group
+        await self._join(group)
 
     async def send_replay(self) -> None:
-        for frame in await _replay_frames(self.user.pk, self.agent.pk, self.chat_id):
+        await self._send_all(await _replay_frames(self.user.pk, self.agent.pk, self.chat_id))
+
+    async def _send_all(self, frames: list[dict[str, Any]]) -> None:
+        for frame in frames:
             await self.send_json(frame)
 
     async def send_error(self, code: str, detail: str) -> None:
@@ -166,7 +210,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
         """Parse one frame. Overridden so that bad input answers an error frame instead of raising,
         which would close the socket (channels #2219)."""
-        if not self.chat_group_name:
+        if not self.opened:
             return  # refused in connect() and closing: nothing to answer
         try:
             content = self._parse(text_data, bytes_data)
@@ -211,7 +255,8 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         agent = await _agent_get(slug)
         if agent is None:
             raise FrameError("unknown_agent", f"there is no agent {slug[:64]!r}")
-        await self._join_chat(agent)
+        self.agent = agent
+        await self._join_chat_group(agent.pk)
         await self.send_json({"type": "agent_switch", "agent": _agent_frame(agent)})
         await self.send_replay()
 

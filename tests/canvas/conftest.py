@@ -4,16 +4,6 @@ import pytest
 
 
 @pytest.fixture
-def agent(db):
-    """The default agent. get_or_create, not get: a `transaction=True` test flushes every table, the
-    data migration's agent included, for the tests that follow it."""
-    from conversations.models import Agent
-
-    agent, _ = Agent.objects.get_or_create(slug="buddy", defaults={"name": "Buddy", "avatar": "🤖"})
-    return agent
-
-
-@pytest.fixture
 def helper_agent(db):
     from conversations.models import Agent
 

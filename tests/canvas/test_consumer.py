@@ -213,6 +213,20 @@ async def test_a_chat_that_does_not_exist_replays_empty_and_gets_its_frames_once
         assert frame["command"] == "canvas_add_card" and frame["version"] == 1
 
 
+async def test_a_stale_agent_hint_still_follows_the_right_chat(session, monkeypatch):
+    """The process remembers slug → agent id to join early; a wrong memory must not misroute."""
+    from canvas import consumers
+
+    cookie = await login_cookie(session.user)
+    monkeypatch.setitem(consumers._agent_id_hints, "buddy", session.agent_id + 1000)
+    await apply(session, "canvas_add_card", id="a", title="A")
+    async with opened(cookie) as socket:
+        assert [element["id"] for element in (await replay_into(socket)).elements] == ["a"]
+        await apply(session, "canvas_add_card", id="b", title="B")
+        assert (await socket.receive_json_from(timeout=10))["params"]["id"] == "b"
+    assert consumers._agent_id_hints["buddy"] == session.agent_id
+
+
 async def test_switch_agent_answers_the_agent_and_its_canvas_and_follows_it(session, helper_agent):
     cookie = await login_cookie(session.user)
     helper = await database_sync_to_async(session_get_or_create)(user=session.user, agent_slug="helper", chat_id="main")
@@ -382,3 +396,19 @@ async def test_logging_out_closes_the_users_sockets(session, other_user):
     connected, _ = await refused.connect(timeout=10)
     assert not connected
     await refused.disconnect()
+
+
+async def test_an_idle_socket_outlives_the_redis_layers_blocking_receive(session):
+    """channels-redis waits for messages with a 5 s BZPOPMIN; redis-py 8 reads with a 5 s socket
+    timeout by default, which tore every idle socket down (channels_redis#422) unless settings raise it."""
+    if not settings.REDIS_URL:
+        pytest.skip("needs REDIS_URL")
+    import asyncio
+
+    cookie = await login_cookie(session.user)
+    async with opened(cookie) as socket:
+        await replay_into(socket)
+        await asyncio.sleep(7)  # longer than one blocking receive
+        assert await socket.receive_nothing(timeout=0.1)  # no close frame
+        await apply(session, "canvas_add_card", id="late", title="Still here")
+        assert (await socket.receive_json_from(timeout=10))["params"]["id"] == "late"

@@ -51,7 +51,13 @@ def daphne_ports(transactional_db, tmp_path, settings):
     layers["default"]["CONFIG"]["prefix"] = prefix
     settings.CHANNEL_LAYERS = layers
     database_url = urlsplit(os.environ["DATABASE_URL"])._replace(path="/" + connection.settings_dict["NAME"]).geturl()
-    env = {**os.environ, "DATABASE_URL": database_url, "BUDDY_CHANNEL_PREFIX": prefix}
+    # buddy.settings, not tests.settings: the latter would pin a channel prefix of its own.
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "DATABASE_URL": database_url,
+        "BUDDY_CHANNEL_PREFIX": prefix,
+    }
     servers = []
     try:
         for _ in range(2):
