@@ -21,3 +21,6 @@ if not os.environ.get("DATABASE_URL", "").strip():
     os.environ.pop("DATABASE_URL", None)
 
 from buddy.settings import *  # noqa: E402, F403
+
+# PBKDF2 costs ~0.5 s per user created; the tests are about conversations, not password storage.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
