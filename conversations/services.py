@@ -21,6 +21,7 @@ from conversations.content import (
     readable_text,
 )
 from conversations.models import Agent, ApiToken, Message, Session
+from memory.search.text import context_terms, index_terms, join_terms, split_terms
 
 
 class UnknownAgent(LookupError):
@@ -51,6 +52,7 @@ def message_build(
 ) -> Message:
     """An unsaved Message with its token estimate and turn-start flag computed (once, here)."""
     blocks = normalize_content(content)
+    text = readable_text(blocks)
     return Message(
         session=session,
         role=role,
@@ -58,24 +60,46 @@ def message_build(
         tokens=estimate_tokens(blocks),
         is_turn_start=is_turn_start(role, blocks),
         largest_block_tokens=largest_block_tokens(blocks),
-        search_text=readable_text(blocks),
+        search_text=text,
+        search_terms=join_terms(index_terms(text)),
         created_at=created_at or timezone.now(),
     )
+
+
+def _search_context_of(previous_terms: str) -> str:
+    return join_terms(context_terms(split_terms(previous_terms)))
+
+
+def _last_search_terms(session_id: int) -> str:
+    """The index terms of the session's newest message: one lookup on the (session, id) index."""
+    terms = (
+        Message.objects.filter(session_id=session_id).order_by("-id").values_list("search_terms", flat=True).first()
+    )
+    return terms or ""
 
 
 def message_append(
     *, session: Session, role: str, content: str | list[dict[str, Any]], created_at: datetime | None = None
 ) -> Message:
+    """Archive one message. Turns of a session never interleave, so the newest message read here is
+    the one this message follows; its terms become this message's search context."""
     message = message_build(session=session, role=role, content=content, created_at=created_at)
+    message.search_context = _search_context_of(_last_search_terms(session.pk))
     message.save()
     return message
 
 
 def messages_bulk_append(*, messages: Iterable[Message], batch_size: int = 1000) -> int:
-    """Insert built messages in order with bulk inserts; the caller holds the transaction."""
+    """Insert built messages in order with bulk inserts; the caller holds the transaction.
+    Each message gets the terms of the one before it in its session as search context."""
     batch: list[Message] = []
     count = 0
+    previous_terms: dict[int, str] = {}
     for message in messages:
+        if message.session_id not in previous_terms:
+            previous_terms[message.session_id] = _last_search_terms(message.session_id)
+        message.search_context = _search_context_of(previous_terms[message.session_id])
+        previous_terms[message.session_id] = message.search_terms
         batch.append(message)
         if len(batch) >= batch_size:
             Message.objects.bulk_create(batch)

@@ -1,0 +1,192 @@
+"""History search: natural-language queries over one session's archive, best first.
+
+The database finds candidates, Python ranks them, the same way on both backends:
+
+1. The query becomes distinct terms (memory.search.text): stop words and question words dropped,
+   stemmed. Nothing left → no results.
+2. Per-session statistics give each term's document frequency `df` and the session's size; a term in
+   no message of the session is dropped.
+3. The index (FTS5 on SQLite, GIN on PostgreSQL; memory.search.sqlite / .postgres) lists the messages
+   holding each term in their own text or in their context (the message before them). A term in more
+   than `CANDIDATES_PER_TERM` messages contributes only its newest matches, about that many: this
+   bounds the work of common words on a long archive. Its older matches still count in full in
+   messages that come in through a rarer query term.
+4. Candidates are pre-ranked by the summed IDF of the terms they hold; the best
+   `RESCORED_CANDIDATES` are scored exactly with BM25F over two fields: the message's own terms
+   (weight 1) and its context (weight `CONTEXT_WEIGHT`), so that a reply is found by the topic of the
+   question it answers, but below a message that names the topic itself.
+
+Scores are BM25 scores: higher is better, rarer terms weigh more, more matched terms win.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import connection
+
+from conversations.models import Message, Session
+from memory.search.text import query_terms, snippet, split_terms
+
+# BM25 parameters (Robertson's usual values).
+K1 = 1.2
+B = 0.75
+CONTEXT_WEIGHT = 0.4
+CANDIDATES_PER_TERM = 1000
+RESCORED_CANDIDATES = 200
+MAX_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    message_id: int
+    role: str
+    created_at: datetime
+    snippet: str
+    score: float
+
+
+@dataclass(frozen=True)
+class _SessionStats:
+    messages: int
+    body_terms: int
+    context_terms: int
+    first_id: int
+    last_id: int
+
+    @property
+    def average_length(self) -> float:
+        return max(1.0, (self.body_terms + CONTEXT_WEIGHT * self.context_terms) / max(1, self.messages))
+
+
+def _backend():
+    from memory.search import postgres, sqlite
+
+    if connection.vendor == "postgresql":
+        return postgres
+    if connection.vendor == "sqlite":
+        return sqlite
+    raise NotImplementedError(f"history search supports SQLite and PostgreSQL, not {connection.vendor}")
+
+
+def _session_stats(session_id: int) -> _SessionStats | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.messages, s.body_terms, s.context_terms,"
+            " (SELECT min(id) FROM conversations_message WHERE session_id = %s),"
+            " (SELECT max(id) FROM conversations_message WHERE session_id = %s)"
+            " FROM memory_search_session s WHERE s.session_id = %s",
+            [session_id, session_id, session_id],
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] <= 0 or row[3] is None:
+        return None
+    return _SessionStats(*row)
+
+
+def _document_frequencies(session_id: int, terms: list[str]) -> dict[str, int]:
+    placeholders = ", ".join(["%s"] * len(terms))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT term, df FROM memory_search_term WHERE session_id = %s AND term IN ({placeholders})",
+            [session_id, *terms],
+        )
+        return {term: df for term, df in cursor.fetchall() if df > 0}
+
+
+def idf(df: int, messages: int) -> float:
+    """BM25's IDF, kept positive (Lucene's form): a term in every message still counts a little."""
+    return math.log(1 + (messages - df + 0.5) / (df + 0.5))
+
+
+def _newest_bound(df: int, stats: _SessionStats) -> int:
+    """The lowest message id to look at for a term in `df` messages: about CANDIDATES_PER_TERM of its
+    matches lie above it if matches are spread evenly over the session's ids."""
+    if df <= CANDIDATES_PER_TERM:
+        return 0
+    span = stats.last_id - stats.first_id + 1
+    return stats.last_id - math.ceil(span * CANDIDATES_PER_TERM / df)
+
+
+def bm25f(
+    *, terms: dict[str, float], body: list[str], context: list[str], average_length: float
+) -> float:
+    """BM25F of one message: term frequencies summed over the two fields with their weights,
+    then saturated once (so a term in both fields is not counted twice over)."""
+    body_counts = Counter(body)
+    context_set = set(context)
+    length = len(body) + CONTEXT_WEIGHT * len(context)
+    norm = K1 * (1 - B + B * length / average_length)
+    score = 0.0
+    for term, weight in terms.items():
+        frequency = body_counts.get(term, 0) + (CONTEXT_WEIGHT if term in context_set else 0.0)
+        if frequency:
+            score += weight * frequency * (K1 + 1) / (frequency + norm)
+    return score
+
+
+def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
+    """The messages of `session` that best answer `query` (any text), best first, at most `limit`
+    (clamped to 1–MAX_LIMIT). A query with nothing left after stop words finds nothing."""
+    limit = max(1, min(MAX_LIMIT, limit))
+    terms = query_terms(query)
+    if not terms:
+        return []
+    stats = _session_stats(session.pk)
+    if stats is None:
+        return []
+    frequencies = _document_frequencies(session.pk, terms)
+    terms = [term for term in terms if term in frequencies]
+    if not terms:
+        return []
+    weights = {term: idf(frequencies[term], stats.messages) for term in terms}
+
+    lookups = [(term, _newest_bound(frequencies[term], stats)) for term in terms]
+    matched: dict[int, float] = defaultdict(float)
+    for index, message_id in _backend().postings(session_id=session.pk, lookups=lookups):
+        matched[message_id] += weights[terms[index]]
+    shortlist = sorted(matched, key=lambda message_id: (matched[message_id], message_id), reverse=True)
+    shortlist = shortlist[: max(RESCORED_CANDIDATES, 4 * limit)]
+
+    rows = Message.objects.filter(session=session, id__in=shortlist).values_list(
+        "id", "search_terms", "search_context"
+    )
+    scored = sorted(
+        (
+            (
+                bm25f(
+                    terms=weights,
+                    body=split_terms(body),
+                    context=split_terms(context),
+                    average_length=stats.average_length,
+                ),
+                message_id,
+            )
+            for message_id, body, context in rows
+        ),
+        reverse=True,
+    )[:limit]
+    if not scored:
+        return []
+    details = {
+        message_id: (role, created_at, text)
+        for message_id, role, created_at, text in Message.objects.filter(
+            id__in=[message_id for _, message_id in scored]
+        ).values_list("id", "role", "created_at", "search_text")
+    }
+    hits = []
+    for score, message_id in scored:
+        role, created_at, text = details[message_id]
+        hits.append(
+            SearchHit(
+                message_id=message_id,
+                role=role,
+                created_at=created_at,
+                snippet=snippet(text, terms),
+                score=round(score, 4),
+            )
+        )
+    return hits
