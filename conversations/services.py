@@ -21,7 +21,7 @@ from conversations.content import (
     readable_text,
 )
 from conversations.models import Agent, ApiToken, Message, Session
-from memory.search.text import context_terms, index_terms, join_terms, split_terms
+from memory.search.text import index_terms, join_terms, search_context
 
 
 class UnknownAgent(LookupError):
@@ -66,40 +66,50 @@ def message_build(
     )
 
 
-def _search_context_of(previous_terms: str) -> str:
-    return join_terms(context_terms(split_terms(previous_terms)))
+def _neighbours(session_id: int) -> tuple[Message | None, Message | None]:
+    """The session's newest message and newest turn start: one lookup on the (session, id) index, and
+    a second on the turn-start index only when the newest message is inside a turn."""
+    fields = ("id", "is_turn_start", "search_terms")
+    messages = Message.objects.filter(session_id=session_id).order_by("-id").only(*fields)
+    previous = messages.first()
+    if previous is None or previous.is_turn_start:
+        return previous, previous
+    return previous, messages.filter(is_turn_start=True).first()
 
 
-def _last_search_terms(session_id: int) -> str:
-    """The index terms of the session's newest message: one lookup on the (session, id) index."""
-    terms = (
-        Message.objects.filter(session_id=session_id).order_by("-id").values_list("search_terms", flat=True).first()
+def _context_of(message: Message, previous: Message | None, turn_start: Message | None) -> str:
+    if previous is None:
+        return ""
+    inside_turn = not message.is_turn_start and turn_start is not None and turn_start is not previous
+    return search_context(
+        previous=previous.search_terms, turn_start=turn_start.search_terms if inside_turn else None
     )
-    return terms or ""
 
 
 def message_append(
     *, session: Session, role: str, content: str | list[dict[str, Any]], created_at: datetime | None = None
 ) -> Message:
-    """Archive one message. Turns of a session never interleave, so the newest message read here is
-    the one this message follows; its terms become this message's search context."""
+    """Archive one message. Turns of a session never interleave, so the newest messages read here are
+    the ones this message follows; their terms become its search context."""
     message = message_build(session=session, role=role, content=content, created_at=created_at)
-    message.search_context = _search_context_of(_last_search_terms(session.pk))
+    previous, turn_start = _neighbours(session.pk)
+    message.search_context = _context_of(message, previous, turn_start)
     message.save()
     return message
 
 
 def messages_bulk_append(*, messages: Iterable[Message], batch_size: int = 1000) -> int:
     """Insert built messages in order with bulk inserts; the caller holds the transaction.
-    Each message gets the terms of the one before it in its session as search context."""
+    Each message gets its search context from the messages before it, as message_append does."""
     batch: list[Message] = []
     count = 0
-    previous_terms: dict[int, str] = {}
+    neighbours: dict[int, tuple[Message | None, Message | None]] = {}
     for message in messages:
-        if message.session_id not in previous_terms:
-            previous_terms[message.session_id] = _last_search_terms(message.session_id)
-        message.search_context = _search_context_of(previous_terms[message.session_id])
-        previous_terms[message.session_id] = message.search_terms
+        if message.session_id not in neighbours:
+            neighbours[message.session_id] = _neighbours(message.session_id)
+        previous, turn_start = neighbours[message.session_id]
+        message.search_context = _context_of(message, previous, turn_start)
+        neighbours[message.session_id] = (message, message if message.is_turn_start else turn_start)
         batch.append(message)
         if len(batch) >= batch_size:
             Message.objects.bulk_create(batch)

@@ -24,3 +24,7 @@ class SearchResultOut(Schema):
 
 class SearchOut(Schema):
     results: list[SearchResultOut]
+
+
+class ErrorOut(Schema):
+    detail: str

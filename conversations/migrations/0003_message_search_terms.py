@@ -2,17 +2,26 @@ from django.db import migrations, models
 
 
 def fill_search_terms(apps, schema_editor):
-    """Compute the index terms of the messages archived before search existed, in archive order,
-    each with the terms of the message before it in its session as context."""
-    from memory.search.text import context_terms, index_terms, join_terms, split_terms
+    """Compute the index terms of the messages archived before search existed, in archive order, each
+    with its search context (conversations.services.message_append does the same on every write)."""
+    from memory.search.text import index_terms, join_terms, search_context
 
     Message = apps.get_model("conversations", "Message")
-    previous_terms: dict[int, str] = {}
+    previous: dict[int, str] = {}  # session id → terms of its latest message
+    turn_start: dict[int, str] = {}  # session id → terms of its latest turn start
     batch = []
-    for message in Message.objects.order_by("id").only("id", "session_id", "search_text").iterator(chunk_size=2000):
+    messages = Message.objects.order_by("id").only("id", "session_id", "is_turn_start", "search_text")
+    for message in messages.iterator(chunk_size=2000):
+        session_id = message.session_id
         message.search_terms = join_terms(index_terms(message.search_text))
-        message.search_context = join_terms(context_terms(split_terms(previous_terms.get(message.session_id, ""))))
-        previous_terms[message.session_id] = message.search_terms
+        if session_id in previous:
+            inside_turn = not message.is_turn_start and previous[session_id] is not turn_start.get(session_id)
+            message.search_context = search_context(
+                previous=previous[session_id], turn_start=turn_start.get(session_id) if inside_turn else None
+            )
+        previous[session_id] = message.search_terms
+        if message.is_turn_start:
+            turn_start[session_id] = message.search_terms
         batch.append(message)
         if len(batch) >= 2000:
             Message.objects.bulk_update(batch, ["search_terms", "search_context"])

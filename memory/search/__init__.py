@@ -111,9 +111,7 @@ def _newest_bound(df: int, stats: _SessionStats) -> int:
     return stats.last_id - math.ceil(span * CANDIDATES_PER_TERM / df)
 
 
-def bm25f(
-    *, terms: dict[str, float], body: list[str], context: list[str], average_length: float
-) -> float:
+def bm25f(*, terms: dict[str, float], body: list[str], context: list[str], average_length: float) -> float:
     """BM25F of one message: term frequencies summed over the two fields with their weights,
     then saturated once (so a term in both fields is not counted twice over)."""
     body_counts = Counter(body)

@@ -35,28 +35,31 @@ def _stats_change(rows: str, sign: str) -> str:
         -- Sorted, so that concurrent inserts lock term rows in one order and never deadlock.
         INSERT INTO memory_search_term AS t (session_id, term, df)
             SELECT r.session_id, u.term, {sign}count(*) FROM {rows} AS r
-            CROSS JOIN LATERAL (SELECT DISTINCT x AS term FROM unnest(string_to_array(r.search_terms, ' ')) AS x
-                                WHERE x <> '') AS u
+            CROSS JOIN LATERAL (
+                SELECT DISTINCT x AS term FROM unnest(string_to_array(r.search_terms, ' ')) AS x WHERE x <> ''
+            ) AS u
             GROUP BY 1, 2 ORDER BY 1, 2
             ON CONFLICT (session_id, term) DO UPDATE SET df = t.df + excluded.df;"""
 
 
 INSTALL = [
-    f"ALTER TABLE conversations_message ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ({_VECTOR}) STORED",
+    f"""ALTER TABLE conversations_message
+        ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ({_VECTOR}) STORED""",
     "CREATE INDEX memory_message_search_vector ON conversations_message USING gin (search_vector)",
     """CREATE TABLE memory_search_session (
         session_id bigint NOT NULL PRIMARY KEY, messages bigint NOT NULL,
         body_terms bigint NOT NULL, context_terms bigint NOT NULL)""",
     """CREATE TABLE memory_search_term (
-        session_id bigint NOT NULL, term text NOT NULL, df integer NOT NULL, PRIMARY KEY (session_id, term))""",
+        session_id bigint NOT NULL, term text NOT NULL, df integer NOT NULL,
+        PRIMARY KEY (session_id, term))""",
     f"""CREATE FUNCTION memory_search_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN {_stats_change('new_rows', '')} RETURN NULL; END $$""",
+        BEGIN {_stats_change("new_rows", "")} RETURN NULL; END $$""",
     f"""CREATE FUNCTION memory_search_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN {_stats_change('old_rows', '-')} RETURN NULL; END $$""",
+        BEGIN {_stats_change("old_rows", "-")} RETURN NULL; END $$""",
     f"""CREATE FUNCTION memory_search_updated() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            {_stats_change('old_rows', '-')}
-            {_stats_change('new_rows', '')}
+            {_stats_change("old_rows", "-")}
+            {_stats_change("new_rows", "")}
             RETURN NULL;
         END $$""",
     """CREATE FUNCTION memory_search_sessions_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -75,7 +78,8 @@ INSTALL = [
         REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_updated()""",
     """CREATE TRIGGER memory_search_session_delete AFTER DELETE ON conversations_session
-        REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_search_sessions_deleted()""",
+        REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION memory_search_sessions_deleted()""",
     """CREATE TRIGGER memory_search_message_truncate AFTER TRUNCATE ON conversations_message
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_truncated()""",
 ]
@@ -109,7 +113,8 @@ def postings(*, session_id: int, lookups: list[tuple[str, int]]) -> list[tuple[i
         # The prefix already scopes the lexeme to the session. A lower bound lets the planner AND the
         # GIN bitmap with the primary key's range instead of visiting every match of a common term.
         bound = " AND id >= %s" if min_id else ""
-        parts.append(f"SELECT {index}, id FROM conversations_message WHERE search_vector @@ %s::tsquery{bound}")
+        where = "search_vector @@ %s::tsquery" + bound
+        parts.append(f"SELECT {index}, id FROM conversations_message WHERE {where}")
         params.append("'" + index_prefix(session_id) + term + "'")
         if min_id:
             params.append(min_id)

@@ -28,9 +28,14 @@ MAX_QUERY_TERMS = 32
 # before a short reply does not drown the reply's own words.
 MAX_CONTEXT_TERMS = 64
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # The Snowball English stop-word list (snowballstem.org/algorithms/english/stop.txt), plus a few
 # contractions' leftovers ("don", "ll", "ve") that the tokeniser splits off.
-STOP_WORDS = frozenset(
+STOP_WORDS = _words(
     """
     i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her
     hers herself it its itself they them their theirs themselves what which who whom this that these
@@ -44,17 +49,17 @@ STOP_WORDS = frozenset(
     any both each few more most other some such no nor not only own same so than too very
     s t d ll m re ve y don isn aren wasn weren hasn haven hadn doesn didn won wouldn shan shouldn
     can couldn mustn let just will also us
-    """.split()
+    """
 )
 
 # Words that ask about the conversation rather than name what it was about: "what did I tell you
 # about X", "do you remember when we discussed X". Dropped from queries only; messages keep them.
-QUERY_STOP_WORDS = STOP_WORDS | frozenset(
+QUERY_STOP_WORDS = STOP_WORDS | _words(
     """
     remember recall remind reminded mention mentioned mentioning tell told say said saying talk talked
     talking discuss discussed discussing ask asked asking know knew please yes yeah ok okay hey hi
     again ever earlier previously anything something thing things stuff
-    """.split()
+    """
 )
 
 # Irregular forms the stemmer cannot relate to their base ("bought" is not "buy" to Snowball).
@@ -226,6 +231,13 @@ def index_prefix(session_id: int) -> str:
     return f"{session_id}_"
 
 
+def search_context(*, previous: str, turn_start: str | None) -> str:
+    """The stored search context of a message, from the stored terms of its neighbours: the prompt that
+    started its turn (for a message inside a turn, e.g. the reply after tool round-trips; it names what
+    the turn is about) and the message just before it. Distinct terms, the turn's prompt first, capped."""
+    return join_terms(context_terms(split_terms(turn_start or "") + split_terms(previous)))
+
+
 def join_terms(terms: Iterable[str]) -> str:
     return " ".join(terms)
 
@@ -260,8 +272,9 @@ def snippet(text: str, terms: Iterable[str], *, window: int = SNIPPET_TOKENS) ->
             inside = {term_of(tokens[index][0]) for index in hits if first <= index < first + window}
             if len(inside) > best_count:
                 best_count, best_start = len(inside), first
-        # A few words of lead-in read better than starting on the match itself.
-        best_start = max(0, best_start - 3)
+        # A few words of lead-in read better than starting on the match itself, and a window that
+        # would run past the end slides back to show as much of the text as it can.
+        best_start = max(0, min(best_start - 3, len(tokens) - window))
     if not tokens:
         return _clean(text[:SNIPPET_MAX_CHARS])
     last = min(len(tokens), best_start + window) - 1
