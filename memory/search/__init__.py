@@ -31,10 +31,10 @@ from django.db import connection
 from conversations.models import Message, Session
 from memory.search.text import query_terms, snippet, split_terms
 
-# BM25 parameters (Robertson's usual values).
+# BM25 parameters: k1 as usual; b and the context weight tuned on bench/recall.py (seeds 1–3).
 K1 = 1.2
-B = 0.75
-CONTEXT_WEIGHT = 0.4
+B = 0.9
+CONTEXT_WEIGHT = 0.8
 CANDIDATES_PER_TERM = 1000
 RESCORED_CANDIDATES = 200
 MAX_LIMIT = 50
@@ -58,8 +58,12 @@ class _SessionStats:
     last_id: int
 
     @property
-    def average_length(self) -> float:
-        return max(1.0, (self.body_terms + CONTEXT_WEIGHT * self.context_terms) / max(1, self.messages))
+    def average_body(self) -> float:
+        return max(1.0, self.body_terms / max(1, self.messages))
+
+    @property
+    def average_context(self) -> float:
+        return max(1.0, self.context_terms / max(1, self.messages))
 
 
 def _backend():
@@ -111,18 +115,28 @@ def _newest_bound(df: int, stats: _SessionStats) -> int:
     return stats.last_id - math.ceil(span * CANDIDATES_PER_TERM / df)
 
 
-def bm25f(*, terms: dict[str, float], body: list[str], context: list[str], average_length: float) -> float:
-    """BM25F of one message: term frequencies summed over the two fields with their weights,
-    then saturated once (so a term in both fields is not counted twice over)."""
+def bm25f(
+    *,
+    terms: dict[str, float],
+    body: list[str],
+    context: list[str],
+    average_body: float,
+    average_context: float,
+) -> float:
+    """BM25F of one message (Robertson & Zaragoza): each field's term frequency is normalised by that
+    field's length against its own average, the fields are summed with their weights, and the sum is
+    saturated once, so a long neighbour does not make the message itself count as long."""
     body_counts = Counter(body)
     context_set = set(context)
-    length = len(body) + CONTEXT_WEIGHT * len(context)
-    norm = K1 * (1 - B + B * length / average_length)
+    body_norm = 1 - B + B * len(body) / average_body
+    context_norm = 1 - B + B * len(context_set) / average_context
     score = 0.0
     for term, weight in terms.items():
-        frequency = body_counts.get(term, 0) + (CONTEXT_WEIGHT if term in context_set else 0.0)
+        frequency = body_counts.get(term, 0) / body_norm
+        if term in context_set:
+            frequency += CONTEXT_WEIGHT / context_norm
         if frequency:
-            score += weight * frequency * (K1 + 1) / (frequency + norm)
+            score += weight * frequency * (K1 + 1) / (frequency + K1)
     return score
 
 
@@ -159,7 +173,8 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
                     terms=weights,
                     body=split_terms(body),
                     context=split_terms(context),
-                    average_length=stats.average_length,
+                    average_body=stats.average_body,
+                    average_context=stats.average_context,
                 ),
                 message_id,
             )

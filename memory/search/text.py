@@ -56,8 +56,8 @@ STOP_WORDS = _words(
 # about X", "do you remember when we discussed X". Dropped from queries only; messages keep them.
 QUERY_STOP_WORDS = STOP_WORDS | _words(
     """
-    remember recall remind reminded mention mentioned mentioning tell told say said saying talk talked
-    talking discuss discussed discussing ask asked asking know knew please yes yeah ok okay hey hi
+    remember recall remind reminded mention mentioned mentioning tell told say said saying
+    discuss discussed discussing ask asked asking know knew please yes yeah ok okay hey hi
     again ever earlier previously anything something thing things stuff
     """
 )
@@ -159,6 +159,7 @@ _DERIVATIONS = (
     ("is", "id"),
     ("us", "ud"),
     ("os", "od"),
+    ("i", ""),  # "allergi" (allergy) → "allerg" (allergic), "strategi" → "strateg"
 )
 
 _stemmer = snowballstemmer.stemmer("english")
