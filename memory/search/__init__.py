@@ -24,11 +24,12 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db import connection
+from django.utils.dateparse import parse_datetime
 
-from conversations.models import Message, Session
+from conversations.models import Session
 from memory.search.text import query_terms, snippet, split_terms
 
 # BM25 parameters: k1 as usual; b and the context weight tuned on bench/recall.py (seeds 1–3).
@@ -140,6 +141,26 @@ def bm25f(
     return score
 
 
+def _rows(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
+    """Raw rows of the session's messages with these ids: a hot path, spared the ORM's query building."""
+    if not ids:
+        return []
+    placeholders = ", ".join(["%s"] * len(ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM conversations_message WHERE session_id = %s AND id IN ({placeholders})",
+            [session_id, *ids],
+        )
+        return cursor.fetchall()
+
+
+def _aware(value: datetime | str) -> datetime:
+    """A raw SQLite cursor returns the stored UTC text; PostgreSQL already returns an aware datetime."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return parse_datetime(value).replace(tzinfo=UTC)
+
+
 def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
     """The messages of `session` that best answer `query` (any text), best first, at most `limit`
     (clamped to 1–MAX_LIMIT). A query with nothing left after stop words finds nothing."""
@@ -163,9 +184,6 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     shortlist = sorted(matched, key=lambda message_id: (matched[message_id], message_id), reverse=True)
     shortlist = shortlist[: max(RESCORED_CANDIDATES, 4 * limit)]
 
-    rows = Message.objects.filter(session=session, id__in=shortlist).values_list(
-        "id", "search_terms", "search_context"
-    )
     scored = sorted(
         (
             (
@@ -178,7 +196,9 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
                 ),
                 message_id,
             )
-            for message_id, body, context in rows
+            for message_id, body, context in _rows(
+                "id, search_terms, search_context", session_id=session.pk, ids=shortlist
+            )
         ),
         reverse=True,
     )[:limit]
@@ -186,9 +206,11 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
         return []
     details = {
         message_id: (role, created_at, text)
-        for message_id, role, created_at, text in Message.objects.filter(
-            id__in=[message_id for _, message_id in scored]
-        ).values_list("id", "role", "created_at", "search_text")
+        for message_id, role, created_at, text in _rows(
+            "id, role, created_at, search_text",
+            session_id=session.pk,
+            ids=[message_id for _, message_id in scored],
+        )
     }
     hits = []
     for score, message_id in scored:
@@ -197,7 +219,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
             SearchHit(
                 message_id=message_id,
                 role=role,
-                created_at=created_at,
+                created_at=_aware(created_at),
                 snippet=snippet(text, terms),
                 score=round(score, 4),
             )

@@ -260,11 +260,17 @@ def snippet(text: str, terms: Iterable[str], *, window: int = SNIPPET_TOKENS) ->
     Brackets already in the text become parentheses, so every bracket in a snippet marks a match.
     """
     wanted = set(terms)
+    # Stemming only rewrites endings (and a few irregular forms), so a token can only match a term it
+    # shares its first letters with: the cheap test spares stemming every word of a long message.
+    starts = {term[:2] for term in wanted}
     tokens = list(tokens_with_spans(text))
     hits = [
         index
         for index, (token, _, _) in enumerate(tokens)
-        if len(token) <= MAX_TOKEN_CHARS and token not in STOP_WORDS and term_of(token) in wanted
+        if (token[:2] in starts or token in _IRREGULAR)
+        and len(token) <= MAX_TOKEN_CHARS
+        and token not in STOP_WORDS
+        and term_of(token) in wanted
     ]
     best_start = 0
     if hits:
