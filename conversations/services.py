@@ -22,6 +22,7 @@ from conversations.content import (
     readable_text,
 )
 from conversations.models import Agent, ApiToken, Message, Session
+from memory.search.text import index_terms, join_terms, search_context
 
 
 class UnknownAgent(LookupError):
@@ -52,6 +53,7 @@ def message_build(
 ) -> Message:
     """An unsaved Message with its token estimate and turn-start flag computed (once, here)."""
     blocks = normalize_content(content)
+    text = readable_text(blocks)
     return Message(
         session=session,
         role=role,
@@ -59,24 +61,56 @@ def message_build(
         tokens=estimate_tokens(blocks),
         is_turn_start=is_turn_start(role, blocks),
         largest_block_tokens=largest_block_tokens(blocks),
-        search_text=readable_text(blocks),
+        search_text=text,
+        search_terms=join_terms(index_terms(text)),
         created_at=created_at or timezone.now(),
+    )
+
+
+def _neighbours(session_id: int) -> tuple[Message | None, Message | None]:
+    """The session's newest message and newest turn start: one lookup on the (session, id) index, and
+    a second on the turn-start index only when the newest message is inside a turn."""
+    fields = ("id", "is_turn_start", "search_terms")
+    messages = Message.objects.filter(session_id=session_id).order_by("-id").only(*fields)
+    previous = messages.first()
+    if previous is None or previous.is_turn_start:
+        return previous, previous
+    return previous, messages.filter(is_turn_start=True).first()
+
+
+def _context_of(message: Message, previous: Message | None, turn_start: Message | None) -> str:
+    if previous is None:
+        return ""
+    inside_turn = not message.is_turn_start and turn_start is not None and turn_start is not previous
+    return search_context(
+        previous=previous.search_terms, turn_start=turn_start.search_terms if inside_turn else None
     )
 
 
 def message_append(
     *, session: Session, role: str, content: str | list[dict[str, Any]], created_at: datetime | None = None
 ) -> Message:
+    """Archive one message. Turns of a session never interleave, so the newest messages read here are
+    the ones this message follows; their terms become its search context."""
     message = message_build(session=session, role=role, content=content, created_at=created_at)
+    previous, turn_start = _neighbours(session.pk)
+    message.search_context = _context_of(message, previous, turn_start)
     message.save()
     return message
 
 
 def messages_bulk_append(*, messages: Iterable[Message], batch_size: int = 1000) -> int:
-    """Insert built messages in order with bulk inserts; the caller holds the transaction."""
+    """Insert built messages in order with bulk inserts; the caller holds the transaction.
+    Each message gets its search context from the messages before it, as message_append does."""
     batch: list[Message] = []
     count = 0
+    neighbours: dict[int, tuple[Message | None, Message | None]] = {}
     for message in messages:
+        if message.session_id not in neighbours:
+            neighbours[message.session_id] = _neighbours(message.session_id)
+        previous, turn_start = neighbours[message.session_id]
+        message.search_context = _context_of(message, previous, turn_start)
+        neighbours[message.session_id] = (message, message if message.is_turn_start else turn_start)
         batch.append(message)
         if len(batch) >= batch_size:
             Message.objects.bulk_create(batch)

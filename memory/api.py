@@ -1,5 +1,31 @@
 from __future__ import annotations
 
-from ninja import Router
+from django.http import HttpRequest
+from ninja import Query, Router, Status
+
+from conversations.selectors import session_get
+from memory.schemas import ErrorOut, SearchIn, SearchOut, SearchResultOut
+from memory.search import search_history
 
 router = Router(tags=["memory"])
+
+
+@router.get(
+    "/memory/search",
+    response={200: SearchOut, 404: ErrorOut},
+    summary="Search this chat's history",
+    description="Messages of one chat matching a natural-language query, best first (higher `score` is "
+    "better). `snippet` is plain text with the matched words between `[` and `]`.",
+)
+def memory_search(request: HttpRequest, params: Query[SearchIn]):
+    session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
+    if session is None:
+        return Status(404, ErrorOut(detail="Chat not found."))
+    hits = search_history(session=session, query=params.q, limit=params.limit)
+    results = [
+        SearchResultOut(
+            id=hit.message_id, role=hit.role, created_at=hit.created_at, snippet=hit.snippet, score=hit.score
+        )
+        for hit in hits
+    ]
+    return Status(200, SearchOut(results=results))

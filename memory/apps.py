@@ -1,6 +1,30 @@
+from __future__ import annotations
+
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+def _search_triggers_ensure(using: str = "default", **kwargs) -> None:
+    """SQLite drops a table's triggers when Django's schema editor rebuilds the table (AlterField on
+    conversations_message): put the index's triggers back after every migrate. Idempotent."""
+    from django.db import connections
+
+    connection = connections[using]
+    if connection.vendor != "sqlite":
+        return
+    from memory.search import sqlite
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_message_fts'")
+        if cursor.fetchone() is None:  # the index is not installed (migrated backwards, or not yet)
+            return
+        for statement in sqlite.INSTALL:
+            cursor.execute(statement)
 
 
 class MemoryConfig(AppConfig):
     name = "memory"
     verbose_name = "Memory"
+
+    def ready(self) -> None:
+        post_migrate.connect(_search_triggers_ensure, sender=self, dispatch_uid="memory_search_triggers")

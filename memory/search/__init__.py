@@ -1,0 +1,227 @@
+"""History search: natural-language queries over one session's archive, best first.
+
+The database finds candidates, Python ranks them, the same way on both backends:
+
+1. The query becomes distinct terms (memory.search.text): stop words and question words dropped,
+   stemmed. Nothing left → no results.
+2. Per-session statistics give each term's document frequency `df` and the session's size; a term in
+   no message of the session is dropped.
+3. The index (FTS5 on SQLite, GIN on PostgreSQL; memory.search.sqlite / .postgres) lists the messages
+   holding each term in their own text or in their context (the message before them). A term in more
+   than `CANDIDATES_PER_TERM` messages contributes only its newest matches, about that many: this
+   bounds the work of common words on a long archive. Its older matches still count in full in
+   messages that come in through a rarer query term.
+4. Candidates are pre-ranked by the summed IDF of the terms they hold; the best
+   `RESCORED_CANDIDATES` are scored exactly with BM25F over two fields: the message's own terms
+   (weight 1) and its context (weight `CONTEXT_WEIGHT`), so that a reply is found by the topic of the
+   question it answers, but below a message that names the topic itself.
+
+Scores are BM25 scores: higher is better, rarer terms weigh more, more matched terms win.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.db import connection
+from django.utils.dateparse import parse_datetime
+
+from conversations.models import Session
+from memory.search.text import query_terms, snippet, split_terms
+
+# BM25 parameters: k1 as usual; b and the context weight tuned on bench/recall.py (seeds 1–3).
+K1 = 1.2
+B = 0.9
+CONTEXT_WEIGHT = 0.8
+CANDIDATES_PER_TERM = 1000
+RESCORED_CANDIDATES = 200
+MAX_LIMIT = 50
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    message_id: int
+    role: str
+    created_at: datetime
+    snippet: str
+    score: float
+
+
+@dataclass(frozen=True)
+class _SessionStats:
+    messages: int
+    body_terms: int
+    context_terms: int
+    first_id: int
+    last_id: int
+
+    @property
+    def average_body(self) -> float:
+        return max(1.0, self.body_terms / max(1, self.messages))
+
+    @property
+    def average_context(self) -> float:
+        return max(1.0, self.context_terms / max(1, self.messages))
+
+
+def _backend():
+    from memory.search import postgres, sqlite
+
+    if connection.vendor == "postgresql":
+        return postgres
+    if connection.vendor == "sqlite":
+        return sqlite
+    raise NotImplementedError(f"history search supports SQLite and PostgreSQL, not {connection.vendor}")
+
+
+def _session_stats(session_id: int) -> _SessionStats | None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.messages, s.body_terms, s.context_terms,"
+            " (SELECT min(id) FROM conversations_message WHERE session_id = %s),"
+            " (SELECT max(id) FROM conversations_message WHERE session_id = %s)"
+            " FROM memory_search_session s WHERE s.session_id = %s",
+            [session_id, session_id, session_id],
+        )
+        row = cursor.fetchone()
+    if row is None or row[0] <= 0 or row[3] is None:
+        return None
+    return _SessionStats(*row)
+
+
+def _document_frequencies(session_id: int, terms: list[str]) -> dict[str, int]:
+    placeholders = ", ".join(["%s"] * len(terms))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT term, df FROM memory_search_term WHERE session_id = %s AND term IN ({placeholders})",
+            [session_id, *terms],
+        )
+        return {term: df for term, df in cursor.fetchall() if df > 0}
+
+
+def idf(df: int, messages: int) -> float:
+    """BM25's IDF, kept positive (Lucene's form): a term in every message still counts a little."""
+    return math.log(1 + (messages - df + 0.5) / (df + 0.5))
+
+
+def _newest_bound(df: int, stats: _SessionStats) -> int:
+    """The lowest message id to look at for a term in `df` messages: about CANDIDATES_PER_TERM of its
+    matches lie above it if matches are spread evenly over the session's ids."""
+    if df <= CANDIDATES_PER_TERM:
+        return 0
+    span = stats.last_id - stats.first_id + 1
+    return stats.last_id - math.ceil(span * CANDIDATES_PER_TERM / df)
+
+
+def bm25f(
+    *,
+    terms: dict[str, float],
+    body: list[str],
+    context: list[str],
+    average_body: float,
+    average_context: float,
+) -> float:
+    """BM25F of one message (Robertson & Zaragoza): each field's term frequency is normalised by that
+    field's length against its own average, the fields are summed with their weights, and the sum is
+    saturated once, so a long neighbour does not make the message itself count as long."""
+    body_counts = Counter(body)
+    context_set = set(context)
+    body_norm = 1 - B + B * len(body) / average_body
+    context_norm = 1 - B + B * len(context_set) / average_context
+    score = 0.0
+    for term, weight in terms.items():
+        frequency = body_counts.get(term, 0) / body_norm
+        if term in context_set:
+            frequency += CONTEXT_WEIGHT / context_norm
+        if frequency:
+            score += weight * frequency * (K1 + 1) / (frequency + K1)
+    return score
+
+
+def _rows(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
+    """Raw rows of the session's messages with these ids: a hot path, spared the ORM's query building."""
+    if not ids:
+        return []
+    placeholders = ", ".join(["%s"] * len(ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM conversations_message WHERE session_id = %s AND id IN ({placeholders})",
+            [session_id, *ids],
+        )
+        return cursor.fetchall()
+
+
+def _aware(value: datetime | str) -> datetime:
+    """A raw SQLite cursor returns the stored UTC text; PostgreSQL already returns an aware datetime."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    return parse_datetime(value).replace(tzinfo=UTC)
+
+
+def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
+    """The messages of `session` that best answer `query` (any text), best first, at most `limit`
+    (clamped to 1–MAX_LIMIT). A query with nothing left after stop words finds nothing."""
+    limit = max(1, min(MAX_LIMIT, limit))
+    terms = query_terms(query)
+    if not terms:
+        return []
+    stats = _session_stats(session.pk)
+    if stats is None:
+        return []
+    frequencies = _document_frequencies(session.pk, terms)
+    terms = [term for term in terms if term in frequencies]
+    if not terms:
+        return []
+    weights = {term: idf(frequencies[term], stats.messages) for term in terms}
+
+    lookups = [(term, _newest_bound(frequencies[term], stats)) for term in terms]
+    matched: dict[int, float] = defaultdict(float)
+    for index, message_id in _backend().postings(session_id=session.pk, lookups=lookups):
+        matched[message_id] += weights[terms[index]]
+    shortlist = sorted(matched, key=lambda message_id: (matched[message_id], message_id), reverse=True)
+    shortlist = shortlist[: max(RESCORED_CANDIDATES, 4 * limit)]
+
+    scored = sorted(
+        (
+            (
+                bm25f(
+                    terms=weights,
+                    body=split_terms(body),
+                    context=split_terms(context),
+                    average_body=stats.average_body,
+                    average_context=stats.average_context,
+                ),
+                message_id,
+            )
+            for message_id, body, context in _rows(
+                "id, search_terms, search_context", session_id=session.pk, ids=shortlist
+            )
+        ),
+        reverse=True,
+    )[:limit]
+    if not scored:
+        return []
+    details = {
+        message_id: (role, created_at, text)
+        for message_id, role, created_at, text in _rows(
+            "id, role, created_at, search_text",
+            session_id=session.pk,
+            ids=[message_id for _, message_id in scored],
+        )
+    }
+    hits = []
+    for score, message_id in scored:
+        role, created_at, text = details[message_id]
+        hits.append(
+            SearchHit(
+                message_id=message_id,
+                role=role,
+                created_at=_aware(created_at),
+                snippet=snippet(text, terms),
+                score=round(score, 4),
+            )
+        )
+    return hits

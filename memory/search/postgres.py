@@ -1,0 +1,123 @@
+"""PostgreSQL backend: a stored tsvector of session-namespaced terms with a GIN index.
+
+`conversations_message.search_vector` is a generated column: the terms of the message's text and
+context, each prefixed with the session id (`12_price`), built with array_to_tsvector so that
+PostgreSQL's own parser never re-splits the terms we computed in Python. Positions and weights are
+not stored; ranking (memory.search) needs only which messages hold a term.
+
+Per-session statistics (message count, term counts, document frequencies) are kept by
+statement-level triggers, so a bulk insert or COPY updates them once per statement, not per row.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from memory.search.text import index_prefix
+
+_VECTOR = """array_to_tsvector(array_remove(array_remove(string_to_array(
+    replace(' ' || search_terms || ' ' || search_context, ' ', ' ' || session_id::text || '_'), ' '),
+    ''), session_id::text || '_'))"""
+
+_COUNT = "coalesce(array_length(string_to_array(nullif({0}, ''), ' '), 1), 0)"
+
+
+def _stats_change(rows: str, sign: str) -> str:
+    body = _COUNT.format("search_terms")
+    context = _COUNT.format("search_context")
+    return f"""
+        INSERT INTO memory_search_session AS s (session_id, messages, body_terms, context_terms)
+            SELECT session_id, {sign}count(*), {sign}sum({body}), {sign}sum({context})
+            FROM {rows} GROUP BY session_id ORDER BY session_id
+            ON CONFLICT (session_id) DO UPDATE SET messages = s.messages + excluded.messages,
+                body_terms = s.body_terms + excluded.body_terms,
+                context_terms = s.context_terms + excluded.context_terms;
+        -- Sorted, so that concurrent inserts lock term rows in one order and never deadlock.
+        INSERT INTO memory_search_term AS t (session_id, term, df)
+            SELECT r.session_id, u.term, {sign}count(*) FROM {rows} AS r
+            CROSS JOIN LATERAL (
+                SELECT DISTINCT x AS term FROM unnest(string_to_array(r.search_terms, ' ')) AS x WHERE x <> ''
+            ) AS u
+            GROUP BY 1, 2 ORDER BY 1, 2
+            ON CONFLICT (session_id, term) DO UPDATE SET df = t.df + excluded.df;"""
+
+
+INSTALL = [
+    f"""ALTER TABLE conversations_message
+        ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ({_VECTOR}) STORED""",
+    "CREATE INDEX memory_message_search_vector ON conversations_message USING gin (search_vector)",
+    """CREATE TABLE memory_search_session (
+        session_id bigint NOT NULL PRIMARY KEY, messages bigint NOT NULL,
+        body_terms bigint NOT NULL, context_terms bigint NOT NULL)""",
+    """CREATE TABLE memory_search_term (
+        session_id bigint NOT NULL, term text NOT NULL, df integer NOT NULL,
+        PRIMARY KEY (session_id, term))""",
+    f"""CREATE FUNCTION memory_search_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN {_stats_change("new_rows", "")} RETURN NULL; END $$""",
+    f"""CREATE FUNCTION memory_search_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN {_stats_change("old_rows", "-")} RETURN NULL; END $$""",
+    f"""CREATE FUNCTION memory_search_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            {_stats_change("old_rows", "-")}
+            {_stats_change("new_rows", "")}
+            RETURN NULL;
+        END $$""",
+    """CREATE FUNCTION memory_search_sessions_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            DELETE FROM memory_search_session WHERE session_id IN (SELECT id FROM old_rows);
+            DELETE FROM memory_search_term WHERE session_id IN (SELECT id FROM old_rows);
+            RETURN NULL;
+        END $$""",
+    """CREATE FUNCTION memory_search_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN TRUNCATE memory_search_session, memory_search_term; RETURN NULL; END $$""",
+    """CREATE TRIGGER memory_search_message_insert AFTER INSERT ON conversations_message
+        REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_search_inserted()""",
+    """CREATE TRIGGER memory_search_message_delete AFTER DELETE ON conversations_message
+        REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_search_deleted()""",
+    """CREATE TRIGGER memory_search_message_update AFTER UPDATE ON conversations_message
+        REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION memory_search_updated()""",
+    """CREATE TRIGGER memory_search_session_delete AFTER DELETE ON conversations_session
+        REFERENCING OLD TABLE AS old_rows
+        FOR EACH STATEMENT EXECUTE FUNCTION memory_search_sessions_deleted()""",
+    """CREATE TRIGGER memory_search_message_truncate AFTER TRUNCATE ON conversations_message
+        FOR EACH STATEMENT EXECUTE FUNCTION memory_search_truncated()""",
+]
+
+BACKFILL = [_stats_change("conversations_message", "")]
+
+UNINSTALL = [
+    "DROP TRIGGER IF EXISTS memory_search_message_truncate ON conversations_message",
+    "DROP TRIGGER IF EXISTS memory_search_session_delete ON conversations_session",
+    "DROP TRIGGER IF EXISTS memory_search_message_update ON conversations_message",
+    "DROP TRIGGER IF EXISTS memory_search_message_delete ON conversations_message",
+    "DROP TRIGGER IF EXISTS memory_search_message_insert ON conversations_message",
+    "DROP FUNCTION IF EXISTS memory_search_truncated()",
+    "DROP FUNCTION IF EXISTS memory_search_sessions_deleted()",
+    "DROP FUNCTION IF EXISTS memory_search_updated()",
+    "DROP FUNCTION IF EXISTS memory_search_deleted()",
+    "DROP FUNCTION IF EXISTS memory_search_inserted()",
+    "DROP TABLE IF EXISTS memory_search_term",
+    "DROP TABLE IF EXISTS memory_search_session",
+    "DROP INDEX IF EXISTS memory_message_search_vector",
+    "ALTER TABLE conversations_message DROP COLUMN IF EXISTS search_vector",
+]
+
+
+def postings(*, session_id: int, lookups: list[tuple[str, int]]) -> list[tuple[int, int]]:
+    """(lookup index, message id) for every message of the session holding each term (in its text or
+    context) with an id of at least the given lower bound."""
+    parts: list[str] = []
+    params: list[object] = []
+    for index, (term, min_id) in enumerate(lookups):
+        # The prefix already scopes the lexeme to the session. A lower bound lets the planner AND the
+        # GIN bitmap with the primary key's range instead of visiting every match of a common term.
+        bound = " AND id >= %s" if min_id else ""
+        where = "search_vector @@ %s::tsquery" + bound
+        parts.append(f"SELECT {index}, id FROM conversations_message WHERE {where}")
+        params.append("'" + index_prefix(session_id) + term + "'")
+        if min_id:
+            params.append(min_id)
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), params)
+        return cursor.fetchall()

@@ -1,0 +1,131 @@
+"""SQLite backend: an FTS5 index of session-namespaced terms, kept in sync by triggers.
+
+The index holds, for every message, the terms of its own text and of its context (the message
+before it), each prefixed with the session id (`12_price`): a term's posting list then holds one
+session's messages only, so a search never reads another conversation's postings. `detail=none`
+keeps only which messages hold a term; ranking needs nothing more from the index (see
+memory.search). The `ascii` tokenizer splits on ASCII punctuation and spaces only, so the terms we
+hand it (letters and digits, any script) come back exactly as given.
+
+Per-session statistics (message count, term counts, document frequencies) live in two plain tables
+maintained by the same triggers; ranking reads them instead of counting postings.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from memory.search.text import index_prefix
+
+
+def _prefixed(row: str) -> str:
+    """SQL for the session-prefixed terms of a message row (`new` or `old`), '' when it has none."""
+    terms = f"trim({row}.search_terms || ' ' || {row}.search_context)"
+    return (
+        f"CASE WHEN {terms} = '' THEN '' ELSE {row}.session_id || '_' || "
+        f"replace({terms}, ' ', ' ' || {row}.session_id || '_') END"
+    )
+
+
+def _count(column: str) -> str:
+    return f"(length({column}) - length(replace({column}, ' ', '')) + ({column} != ''))"
+
+
+def _json_terms(column: str) -> str:
+    # Terms are letters and digits only, so quoting them makes a valid JSON array for json_each().
+    return f"""json_each('["' || replace({column}, ' ', '","') || '"]')"""
+
+
+def _on_insert(row: str) -> str:
+    return f"""
+    INSERT INTO memory_message_fts(rowid, terms)
+        SELECT {row}.id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
+    INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms)
+        VALUES ({row}.session_id, 1, {_count(row + ".search_terms")}, {_count(row + ".search_context")})
+        ON CONFLICT(session_id) DO UPDATE SET messages = messages + 1,
+            body_terms = body_terms + excluded.body_terms,
+            context_terms = context_terms + excluded.context_terms;
+    INSERT INTO memory_search_term(session_id, term, df)
+        SELECT DISTINCT {row}.session_id, value, 1 FROM {_json_terms(row + ".search_terms")}
+        WHERE {row}.search_terms != ''
+        ON CONFLICT(session_id, term) DO UPDATE SET df = df + 1;"""
+
+
+def _on_delete(row: str) -> str:
+    return f"""
+    INSERT INTO memory_message_fts(memory_message_fts, rowid, terms)
+        SELECT 'delete', {row}.id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
+    UPDATE memory_search_session SET messages = messages - 1,
+        body_terms = body_terms - {_count(row + ".search_terms")},
+        context_terms = context_terms - {_count(row + ".search_context")}
+        WHERE session_id = {row}.session_id;
+    UPDATE memory_search_term SET df = df - 1 WHERE session_id = {row}.session_id
+        AND term IN (SELECT value FROM {_json_terms(row + ".search_terms")});"""
+
+
+CONTENT_VIEW = "memory_message_fts_content"
+
+# Idempotent: also re-run after every migrate (memory.apps), because SQLite drops a table's triggers
+# when Django's schema editor rebuilds that table for an AlterField.
+INSTALL = [
+    f"""CREATE VIEW IF NOT EXISTS {CONTENT_VIEW} AS
+        SELECT m.id AS id, {_prefixed("m")} AS terms FROM conversations_message AS m""",
+    f"""CREATE VIRTUAL TABLE IF NOT EXISTS memory_message_fts USING fts5(
+        terms, content='{CONTENT_VIEW}', content_rowid='id', detail='none',
+        tokenize="ascii tokenchars '_'")""",
+    """CREATE TABLE IF NOT EXISTS memory_search_session (
+        session_id integer NOT NULL PRIMARY KEY, messages integer NOT NULL,
+        body_terms integer NOT NULL, context_terms integer NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS memory_search_term (
+        session_id integer NOT NULL, term text NOT NULL, df integer NOT NULL,
+        PRIMARY KEY (session_id, term)) WITHOUT ROWID""",
+    f"""CREATE TRIGGER IF NOT EXISTS memory_search_message_insert AFTER INSERT ON conversations_message
+        BEGIN {_on_insert("new")} END""",
+    f"""CREATE TRIGGER IF NOT EXISTS memory_search_message_delete AFTER DELETE ON conversations_message
+        BEGIN {_on_delete("old")} END""",
+    f"""CREATE TRIGGER IF NOT EXISTS memory_search_message_update
+        AFTER UPDATE OF session_id, search_terms, search_context ON conversations_message
+        BEGIN {_on_delete("old")} {_on_insert("new")} END""",
+    """CREATE TRIGGER IF NOT EXISTS memory_search_session_delete AFTER DELETE ON conversations_session
+        BEGIN
+            DELETE FROM memory_search_session WHERE session_id = old.id;
+            DELETE FROM memory_search_term WHERE session_id = old.id;
+        END""",
+]
+
+# Index what was archived before the index existed.
+BACKFILL = [
+    "INSERT INTO memory_message_fts(memory_message_fts) VALUES ('rebuild')",
+    f"""INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms)
+        SELECT session_id, count(*), sum({_count("search_terms")}), sum({_count("search_context")})
+        FROM conversations_message GROUP BY session_id""",
+    f"""INSERT INTO memory_search_term(session_id, term, df)
+        SELECT m.session_id, t.value, count(DISTINCT m.id) FROM conversations_message AS m,
+        {_json_terms("m.search_terms")} AS t WHERE m.search_terms != '' GROUP BY m.session_id, t.value""",
+]
+
+UNINSTALL = [
+    "DROP TRIGGER IF EXISTS memory_search_session_delete",
+    "DROP TRIGGER IF EXISTS memory_search_message_update",
+    "DROP TRIGGER IF EXISTS memory_search_message_delete",
+    "DROP TRIGGER IF EXISTS memory_search_message_insert",
+    "DROP TABLE IF EXISTS memory_message_fts",
+    f"DROP VIEW IF EXISTS {CONTENT_VIEW}",
+    "DROP TABLE IF EXISTS memory_search_term",
+    "DROP TABLE IF EXISTS memory_search_session",
+]
+
+
+def postings(*, session_id: int, lookups: list[tuple[str, int]]) -> list[tuple[int, int]]:
+    """(lookup index, message id) for every message of the session holding each term (in its text or
+    context) with an id of at least the given lower bound."""
+    parts: list[str] = []
+    params: list[object] = []
+    for index, (term, min_id) in enumerate(lookups):
+        parts.append(
+            f"SELECT {index}, rowid FROM memory_message_fts WHERE memory_message_fts MATCH %s AND rowid >= %s"
+        )
+        params += ['"' + index_prefix(session_id) + term + '"', min_id]
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(parts), params)
+        return cursor.fetchall()

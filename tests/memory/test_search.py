@@ -1,0 +1,353 @@
+"""History search (memory.search) and GET /memory/search. Runs on SQLite, and on PostgreSQL when
+DATABASE_URL points there: every assertion holds on both backends."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+import memory.search as search
+from conversations.models import Message
+from conversations.services import message_append, message_build, messages_bulk_append, session_get_or_create
+from memory.search import search_history
+from memory.search.text import index_terms, query_terms, snippet
+
+pytestmark = pytest.mark.django_db
+
+
+def say(session, role: str, text: str) -> Message:
+    return message_append(session=session, role=role, content=text)
+
+
+def ids(hits) -> list[int]:
+    return [hit.message_id for hit in hits]
+
+
+def filler(session, count: int, text: str = "The weather was fine and the coffee was hot today.") -> None:
+    for index in range(count):
+        say(session, "user" if index % 2 == 0 else "assistant", f"{text} Note {index}.")
+
+
+# --- ranking ---------------------------------------------------------------------------------------
+
+
+def test_rarer_term_outranks_common_term(session):
+    filler(session, 12, "We walked the dog in the park again.")
+    rare = say(session, "user", "The zeppelin exhibition opens on Friday.")
+    common = say(session, "user", "The park was crowded with dogs.")
+
+    hits = search_history(session=session, query="zeppelin park", limit=20)
+
+    assert hits[0].message_id == rare.id
+    assert ids(hits).index(rare.id) < ids(hits).index(common.id)
+    assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+
+
+def test_more_matched_terms_win(session):
+    one = say(session, "user", "The invoice for the roofing job arrived.")
+    filler(session, 6)
+    both = say(session, "user", "The roofing invoice from Kessler was wrong.")
+    say(session, "user", "Kessler called about something else.")
+
+    hits = search_history(session=session, query="Kessler roofing invoice", limit=5)
+
+    assert hits[0].message_id == both.id
+    assert one.id in ids(hits)
+
+
+def test_stemming_relates_decided_decision_and_deciding(session):
+    decision = say(session, "user", "The board's decision on the merger is final.")
+    deciding = say(session, "assistant", "Deciding this took three meetings.")
+    decided = say(session, "user", "They decided in March.")
+    say(session, "user", "Nothing relevant here at all.")
+
+    for query in ("What was decided?", "the decision", "deciding"):
+        found = set(ids(search_history(session=session, query=query, limit=10)))
+        assert {decision.id, deciding.id, decided.id} <= found, query
+
+
+def test_question_words_and_stop_words_do_not_match(session):
+    say(session, "user", "What did you say about that? Do you remember?")
+    target = say(session, "user", "Our pricing goes up in June.")
+
+    hits = search_history(session=session, query="What did we say about pricing?", limit=5)
+
+    assert ids(hits) == [target.id]
+
+
+def test_reply_is_found_through_the_question_it_answers(session):
+    question = say(session, "user", "Which airline did we book for the Lisbon trip?")
+    answer = say(session, "assistant", "TAP, the 9:40 departure. The confirmation is in your inbox.")
+    filler(session, 6)
+
+    hits = search_history(session=session, query="What airline are we flying to Lisbon with?", limit=5)
+
+    # The message that names the topic ranks first, the reply that holds the answer right after it.
+    assert ids(hits)[:2] == [question.id, answer.id]
+
+
+def test_reply_after_tool_round_trips_keeps_the_prompt_as_context(session):
+    say(session, "user", "Show me the dentist appointment details on the canvas.")
+    say(
+        session,
+        "assistant",
+        [{"type": "tool_use", "id": "tu_1", "name": "canvas_add_card", "input": {"id": "c1", "title": "C"}}],
+    )
+    say(session, "user", [{"type": "tool_result", "tool_use_id": "tu_1", "content": "ok"}])
+    final = say(session, "assistant", "It is with Dr. Okafor on Tuesday at 3pm.")
+
+    assert "dentist" in final.search_context.split()
+    assert final.id in ids(search_history(session=session, query="when is my dentist appointment", limit=5))
+
+
+def test_bulk_append_chains_context_like_message_append(session):
+    say(session, "user", "Where should the offsite be held?")
+    built = [
+        message_build(session=session, role="assistant", content="Porto, in the old customs house."),
+        message_build(session=session, role="user", content="Book the venue then."),
+    ]
+    messages_bulk_append(messages=built)
+    reply, follow_up = Message.objects.filter(session=session).order_by("id")[1:3]
+
+    assert "offsit" in reply.search_context.split()
+    assert "porto" in follow_up.search_context.split()
+    assert reply.id in ids(search_history(session=session, query="offsite location", limit=5))
+
+
+# --- snippets --------------------------------------------------------------------------------------
+
+
+def test_snippet_marks_matches_in_brackets(session):
+    say(session, "user", "Honestly, I think the quarterly budget review went badly for everyone.")
+
+    (hit,) = search_history(session=session, query="budget reviews", limit=5)
+
+    assert "[budget]" in hit.snippet and "[review]" in hit.snippet
+    assert hit.snippet.count("[") == hit.snippet.count("]") == 2
+
+
+def test_snippet_of_long_text_is_a_window_around_the_matches():
+    text = " ".join(["lorem ipsum dolor"] * 200) + " the treasure map is hidden " + " sit amet" * 200
+
+    result = snippet(text, query_terms("treasure map"))
+
+    assert "[treasure] [map]" in result
+    assert result.startswith("…") and result.endswith("…")
+    assert len(result) <= 260
+
+
+def test_snippet_turns_literal_brackets_into_parentheses():
+    result = snippet("Answer [confirmation c1: confirmed] for the gala", query_terms("gala"))
+
+    assert result == "Answer (confirmation c1: confirmed) for the [gala]"
+
+
+def test_indexed_text_is_what_a_person_reads_not_json(session):
+    message = say(
+        session,
+        "assistant",
+        [
+            {"type": "text", "text": "Here is the chart."},
+            {"type": "tool_use", "id": "t1", "name": "canvas_show_chart", "input": {"title": "Rainfall"}},
+        ],
+    )
+    result = [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}]}]
+    say(session, "user", result)
+
+    assert "rainfal" in message.search_terms.split()
+    assert not {"type", "tool_use", "input", "id"} & set(message.search_terms.split())
+    assert search_history(session=session, query="type input", limit=5) == []
+    assert ids(search_history(session=session, query="rainfall chart", limit=5))[0] == message.id
+
+
+# --- scoping and bounds ----------------------------------------------------------------------------
+
+
+def test_search_is_scoped_to_one_session(session, user, other_user):
+    mine = say(session, "user", "The password hint is pelican.")
+    other_chat = session_get_or_create(user=user, agent_slug="buddy", chat_id="work")
+    say(other_chat, "user", "Pelican crossing on Main Street.")
+    theirs = session_get_or_create(user=other_user, agent_slug="buddy", chat_id="main")
+    say(theirs, "user", "A pelican stole my sandwich.")
+
+    assert ids(search_history(session=session, query="pelican", limit=50)) == [mine.id]
+    assert search_history(session=other_chat, query="password hint", limit=50) == []
+
+
+def test_limit_is_respected(session):
+    filler(session, 30, "Apples and pears at the market.")
+
+    assert len(search_history(session=session, query="apples", limit=7)) == 7
+
+
+def test_common_term_cap_keeps_old_messages_with_a_rarer_term(session, monkeypatch):
+    """A term in more messages than the cap contributes only its newest matches as candidates, but an
+    old message holding a rarer query term is still found and scored with both terms."""
+    monkeypatch.setattr(search, "CANDIDATES_PER_TERM", 5)
+    old = say(session, "user", "Meeting notes: the giraffe project meeting moved to Monday.")
+    filler(session, 40, "Another meeting about the schedule.")
+
+    hits = search_history(session=session, query="giraffe meeting", limit=5)
+
+    assert hits[0].message_id == old.id
+    only_rare = search_history(session=session, query="giraffe", limit=5)
+    assert hits[0].score > only_rare[0].score  # the capped term still counted in its score
+
+
+def test_deleting_a_session_removes_its_statistics(session):
+    say(session, "user", "Remember the alpaca farm.")
+    session_id = session.pk
+    session.delete()
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM memory_search_term WHERE session_id = %s", [session_id])
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT count(*) FROM memory_search_session WHERE session_id = %s", [session_id])
+        assert cursor.fetchone()[0] == 0
+
+
+HOSTILE_QUERIES = [
+    "",
+    "   ",
+    "the and of what did we",
+    '"',
+    '"unbalanced quote',
+    "'; DROP TABLE conversations_message; --",
+    "-pelican",
+    "pelican -",
+    "((pelican",
+    "pelican)",
+    "NEAR(pelican sandwich)",
+    "pelican AND OR NOT",
+    "terms:pelican",
+    "pel*",
+    "^pelican",
+    "{pelican}",
+    "pelican\\",
+    "pelican\x00sandwich",
+    "pélican çafé naïve",
+    "ペリカン 鵜鶘 пеликан",
+    "🦩🦩🦩",
+    "a" * 5000,
+    "pelican " * 1500,
+    " ".join(f"word{index}" for index in range(2000)),
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=range(len(HOSTILE_QUERIES)))
+def test_hostile_queries_are_answered(session, query):
+    say(session, "user", "A pelican stole my sandwich; ペリカン.")
+
+    hits = search_history(session=session, query=query, limit=5)
+
+    assert isinstance(hits, list)
+    if "pelican" in query.lower() and "pelican" in query_terms(query):
+        assert hits
+
+
+def test_query_with_nothing_left_after_stop_words_finds_nothing(session):
+    say(session, "user", "What did we do and why?")
+
+    assert query_terms("what did we do and why") == []
+    assert search_history(session=session, query="what did we do and why", limit=5) == []
+
+
+def test_terms_are_safe_for_both_index_formats():
+    terms = index_terms("Ünïcödé l'été 'quoted' \"double\" back\\slash under_score 日本語 x" * 3)
+
+    assert terms
+    assert all(term and not set(term) & set(" '\"\\_:") for term in terms)
+
+
+# --- the endpoint ----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_endpoint_returns_results_best_first(client, session):
+    target = say(session, "user", "The wifi password is 'correct horse'.")
+    say(session, "assistant", "Noted.")
+
+    response = client.get("/memory/search", {"q": "wifi password"})
+
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert results[0]["id"] == target.id
+    assert set(results[0]) == {"id", "role", "created_at", "snippet", "score"}
+    assert "[wifi] [password]" in results[0]["snippet"]
+    assert results[0]["role"] == "user"
+
+
+def test_endpoint_explicit_chat_and_agent(client, user):
+    work = session_get_or_create(user=user, agent_slug="buddy", chat_id="work.2024:q1")
+    target = say(work, "user", "Quarterly targets are ambitious.")
+
+    response = client.get("/memory/search", {"q": "targets", "chat_id": "work.2024:q1", "agent": "buddy"})
+
+    assert response.status_code == 200
+    assert [result["id"] for result in response.json()["results"]] == [target.id]
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES[:-3] + ["x" * 10_000], ids=range(len(HOSTILE_QUERIES) - 2))
+def test_endpoint_answers_hostile_queries(client, session, query):
+    say(session, "user", "A pelican stole my sandwich.")
+
+    response = client.get("/memory/search", {"q": query})
+
+    assert response.status_code == 200
+    assert isinstance(response.json()["results"], list)
+
+
+def test_endpoint_requires_authentication(session):
+    response = Client().get("/memory/search", {"q": "anything"})
+
+    assert response.status_code == 401
+    assert "detail" in response.json()
+
+
+def test_endpoint_unknown_chat_is_404_and_creates_nothing(client, session):
+    response = client.get("/memory/search", {"q": "x", "chat_id": "nope"})
+
+    assert response.status_code == 404
+    assert response.json() == {"detail": "Chat not found."}
+    assert not session.user.buddy_sessions.filter(chat_id="nope").exists()
+
+
+def test_endpoint_other_users_chat_is_404(client, other_user):
+    theirs = session_get_or_create(user=other_user, agent_slug="buddy", chat_id="secret")
+    say(theirs, "user", "The vault code is 1234.")
+
+    response = client.get("/memory/search", {"q": "vault code", "chat_id": "secret"})
+
+    assert response.status_code == 404
+    assert "detail" in response.json()
+
+
+def test_endpoint_unknown_agent_is_404(client, session):
+    assert client.get("/memory/search", {"q": "x", "agent": "nobody"}).status_code == 404
+
+
+@pytest.mark.parametrize("limit", ["0", "51", "-1", "abc", "1.5"])
+def test_endpoint_limit_out_of_range_is_422(client, session, limit):
+    response = client.get("/memory/search", {"q": "x", "limit": limit})
+
+    assert response.status_code == 422
+    assert "detail" in response.json()
+
+
+@pytest.mark.parametrize("chat_id", ["has space", "x" * 65, "semi;colon"])
+def test_endpoint_invalid_chat_id_is_422(client, session, chat_id):
+    assert client.get("/memory/search", {"q": "x", "chat_id": chat_id}).status_code == 422
+
+
+def test_endpoint_limit_bounds_are_accepted(client, session):
+    filler(session, 60, "Bananas are yellow.")
+
+    assert len(client.get("/memory/search", {"q": "bananas", "limit": "50"}).json()["results"]) == 50
+    assert len(client.get("/memory/search", {"q": "bananas", "limit": "1"}).json()["results"]) == 1
