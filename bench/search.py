@@ -152,10 +152,7 @@ def build() -> None:
     agent = Agent.objects.get(slug="buddy")
     with transaction.atomic():
         Session.objects.bulk_create(
-            [
-                Session(id=number, user=user, agent=agent, chat_id=f"bench-{number}")
-                for number in range(1, 1002)
-            ]
+            [Session(id=number, user=user, agent=agent, chat_id=f"bench-{number}") for number in range(1, 1002)]
         )
     vendor = connection.vendor
     backend = sqlite_backend if vendor == "sqlite" else pg_backend
@@ -225,9 +222,7 @@ def make_queries(count: int, seed: int) -> list[str]:
                 terms.append(words[rng.randrange(COMMON_RANKS)])
             else:
                 # Log-uniform over the rest of the vocabulary: mid-frequency and rare words alike.
-                terms.append(
-                    words[int(math.exp(rng.uniform(math.log(COMMON_RANKS), math.log(VOCABULARY - 1))))]
-                )
+                terms.append(words[int(math.exp(rng.uniform(math.log(COMMON_RANKS), math.log(VOCABULARY - 1))))])
         queries.append("What did we say about " + " and ".join(terms) + "?")
     return queries
 
@@ -291,16 +286,11 @@ def time_like(label: str, pairs: list[tuple[object, str]], per_word: bool) -> No
 
 def bound_effect(session, queries: list[str]) -> None:
     """Top 10 with the bounds against an unbounded ranking (every match of every term, all rescored)."""
-    bounded = {
-        q: [h.message_id for h in search.search_history(session=session, query=q, limit=10)] for q in queries
-    }
+    bounded = {q: [h.message_id for h in search.search_history(session=session, query=q, limit=10)] for q in queries}
     saved = search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES
     search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES = 10**9, 10**9
     try:
-        exact = {
-            q: [h.message_id for h in search.search_history(session=session, query=q, limit=10)]
-            for q in queries
-        }
+        exact = {q: [h.message_id for h in search.search_history(session=session, query=q, limit=10)] for q in queries}
     finally:
         search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES = saved
     same_top = sum(bounded[q][:1] == exact[q][:1] for q in queries)

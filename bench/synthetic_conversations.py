@@ -60,8 +60,7 @@ FACTS: list[dict[str, Any]] = [
     {
         "kind": "passing",
         "say": [
-            "Long morning: my dentist, Dr. {doctor}, kept me in the chair for an hour, "
-            "and then the bus broke down."
+            "Long morning: my dentist, Dr. {doctor}, kept me in the chair for an hour, and then the bus broke down."
         ],
         "questions": ["Who is my dentist?", "What was the dentist's name again?"],
         "key": "doctor",
@@ -74,9 +73,7 @@ FACTS: list[dict[str, Any]] = [
     },
     {
         "kind": "passing",
-        "say": [
-            "My sister {sister}'s birthday is on {birthday}, and I still need to find a gift, any ideas?"
-        ],
+        "say": ["My sister {sister}'s birthday is on {birthday}, and I still need to find a gift, any ideas?"],
         "questions": ["When is my sister's birthday?", "What date is {sister}'s birthday?"],
         "key": "birthday",
     },
@@ -112,9 +109,7 @@ FACTS: list[dict[str, Any]] = [
     },
     {
         "kind": "passing",
-        "say": [
-            "Picked up {child} from school; her teacher, Ms. {teacher}, says she's doing great in maths."
-        ],
+        "say": ["Picked up {child} from school; her teacher, Ms. {teacher}, says she's doing great in maths."],
         "questions": ["What's the name of {child}'s teacher?", "Who teaches my daughter?"],
         "key": "teacher",
     },
@@ -144,8 +139,7 @@ FACTS: list[dict[str, Any]] = [
     {
         "kind": "passing",
         "say": [
-            "Note for Saturday's dinner party: {guest} is allergic to {allergen}, "
-            "so I'll skip the dessert I planned."
+            "Note for Saturday's dinner party: {guest} is allergic to {allergen}, so I'll skip the dessert I planned."
         ],
         "questions": ["Who has a food allergy?", "What is {guest} allergic to?"],
         "key": "allergen",
@@ -178,9 +172,7 @@ FACTS: list[dict[str, Any]] = [
     },
     {
         "kind": "passing",
-        "say": [
-            "So the offer came in at {salary} plus stock, which is honestly more than I expected from them."
-        ],
+        "say": ["So the offer came in at {salary} plus stock, which is honestly more than I expected from them."],
         "questions": ["How much was the salary in my job offer?", "What did the new job offer pay?"],
         "key": "salary",
     },
@@ -209,9 +201,7 @@ FACTS: list[dict[str, Any]] = [
     },
     {
         "kind": "passing",
-        "say": [
-            "The plumber, {plumber}, finally fixed the leak under the sink, so the kitchen is usable again."
-        ],
+        "say": ["The plumber, {plumber}, finally fixed the leak under the sink, so the kitchen is usable again."],
         "questions": ["Who fixed the leak?", "What was the plumber called?"],
         "key": "plumber",
     },
@@ -747,9 +737,7 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return template.format(**values)
 
 
-def _small_talk(
-    rng: random.Random, templates: list[str], sentences: tuple[int, int], topic_share: float
-) -> str:
+def _small_talk(rng: random.Random, templates: list[str], sentences: tuple[int, int], topic_share: float) -> str:
     def noun() -> str:
         return rng.choice(TOPIC_NOUNS) if rng.random() < topic_share else rng.choice(EVERYDAY_NOUNS)
 
@@ -767,9 +755,7 @@ def _small_talk(
 TOPIC_SHARE = 0.15
 
 
-def generate(
-    *, seed: int, turns: int, tool_share: float = 0.05, topic_share: float = TOPIC_SHARE
-) -> Conversation:
+def generate(*, seed: int, turns: int, tool_share: float = 0.05, topic_share: float = TOPIC_SHARE) -> Conversation:
     """A conversation of about `turns` exchanges (user message + assistant reply, some through a canvas
     tool round-trip), with every fact of FACTS placed once at a random turn, and two questions per fact."""
     rng = random.Random(seed)

@@ -65,7 +65,9 @@ class Message(models.Model):
         USER = "user"
         ASSISTANT = "assistant"
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    # No index of its own: (session, id) below serves every lookup by session, and a second index
+    # would only tempt PostgreSQL's planner into sorting a small session's rows (docs/bench-window.md).
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.JSONField(help_text="Anthropic content blocks.")
     # Computed once on write (contract §3), so the window walk never re-serialises content.

@@ -82,9 +82,7 @@ def _context_of(message: Message, previous: Message | None, turn_start: Message 
     if previous is None:
         return ""
     inside_turn = not message.is_turn_start and turn_start is not None and turn_start is not previous
-    return search_context(
-        previous=previous.search_terms, turn_start=turn_start.search_terms if inside_turn else None
-    )
+    return search_context(previous=previous.search_terms, turn_start=turn_start.search_terms if inside_turn else None)
 
 
 def message_append(

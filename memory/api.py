@@ -4,8 +4,9 @@ from django.http import HttpRequest
 from ninja import Query, Router, Status
 
 from conversations.selectors import session_get
-from memory.schemas import ErrorOut, SearchIn, SearchOut, SearchResultOut
+from memory.schemas import ChatIn, ErrorOut, SearchIn, SearchOut, SearchResultOut, StatsOut
 from memory.search import search_history
+from memory.stats import memory_stats
 
 router = Router(tags=["memory"])
 
@@ -29,3 +30,17 @@ def memory_search(request: HttpRequest, params: Query[SearchIn]):
         for hit in hits
     ]
     return Status(200, SearchOut(results=results))
+
+
+@router.get(
+    "/memory/stats",
+    response={200: StatsOut, 404: ErrorOut},
+    summary="What this chat's memory holds",
+    description="The archive, the window the next model call would get, the latest summary, the canvas "
+    "and the token usage of every model call of the chat.",
+)
+def memory_stats_view(request: HttpRequest, params: Query[ChatIn]):
+    session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
+    if session is None:
+        return Status(404, ErrorOut(detail="Chat not found."))
+    return Status(200, memory_stats(session=session))

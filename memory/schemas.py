@@ -28,3 +28,34 @@ class SearchOut(Schema):
 
 class ErrorOut(Schema):
     detail: str
+
+
+class ChatIn(Schema):
+    chat_id: str | None = Field(None, pattern=CHAT_ID_RE.pattern.replace("{1,64}", "{0,64}"))
+    agent: str | None = Field(None, max_length=64)
+
+
+class SummaryOut(Schema):
+    through_message_id: int
+    tokens: int
+    created_at: datetime
+
+
+class UsageOut(Schema):
+    input_tokens: int
+    output_tokens: int
+    cache_read_input_tokens: int
+    cache_creation_input_tokens: int
+
+
+class StatsOut(Schema):
+    total_messages: int
+    total_tokens: int
+    window_messages: int
+    window_tokens: int
+    archived_messages: int = Field(description="Messages before the window: total − window.")
+    summary: SummaryOut | None
+    canvas_elements: int
+    first_message_at: datetime | None
+    last_message_at: datetime | None
+    usage: UsageOut = Field(description="Every model call of the chat, summaries included.")

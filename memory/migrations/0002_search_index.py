@@ -29,7 +29,7 @@ def uninstall(apps, schema_editor):
 class Migration(migrations.Migration):
     dependencies = [
         ("memory", "0001_initial"),
-        ("conversations", "0003_message_search_terms"),
+        ("conversations", "0005_message_search_terms"),
     ]
 
     operations = [migrations.RunPython(install, uninstall)]

@@ -122,9 +122,7 @@ def postings(*, session_id: int, lookups: list[tuple[str, int]]) -> list[tuple[i
     parts: list[str] = []
     params: list[object] = []
     for index, (term, min_id) in enumerate(lookups):
-        parts.append(
-            f"SELECT {index}, rowid FROM memory_message_fts WHERE memory_message_fts MATCH %s AND rowid >= %s"
-        )
+        parts.append(f"SELECT {index}, rowid FROM memory_message_fts WHERE memory_message_fts MATCH %s AND rowid >= %s")
         params += ['"' + index_prefix(session_id) + term + '"', min_id]
     with connection.cursor() as cursor:
         cursor.execute(" UNION ALL ".join(parts), params)

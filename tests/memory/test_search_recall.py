@@ -21,10 +21,7 @@ MIN_RECALL_AT_10 = 0.83
 def test_recall_on_a_synthetic_conversation(session):
     conversation = generate(seed=7, turns=300)
     messages_bulk_append(
-        messages=(
-            message_build(session=session, role=role, content=content)
-            for role, content in conversation.messages
-        )
+        messages=(message_build(session=session, role=role, content=content) for role, content in conversation.messages)
     )
     ids = list(Message.objects.filter(session=session).order_by("id").values_list("id", flat=True))
     index_of = {message_id: index for index, message_id in enumerate(ids)}

@@ -31,7 +31,7 @@ def fill_search_terms(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("conversations", "0002_default_agent")]
+    dependencies = [("conversations", "0004_summary_lease")]
 
     operations = [
         migrations.AddField(
