@@ -32,7 +32,7 @@ def test_database_url() -> str:
 def server_env(**extra: str) -> dict[str, str]:
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DATABASE_URL": test_database_url(),
         "PYTHONUNBUFFERED": "1",
         **extra,

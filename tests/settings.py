@@ -9,16 +9,20 @@ environment and use buddy.settings.
 import os
 import uuid
 
-for _name in list(os.environ):
-    if _name.startswith(("ANTHROPIC_", "BUDDY_")):
-        del os.environ[_name]
-os.environ["BUDDY_LLM"] = "offline"
-os.environ["BUDDY_SUMMARIES"] = "off"
-os.environ["BUDDY_TASKS_SYNC"] = "1"  # tasks run inline in the tests; test_tasks runs a real worker
-# A per-run prefix, so runs sharing one Redis never see each other's messages.
-os.environ["BUDDY_CHANNEL_PREFIX"] = f"buddy-test-{uuid.uuid4().hex[:8]}"
-if not os.environ.get("DATABASE_URL", "").strip():
-    os.environ.pop("DATABASE_URL", None)
+# A server process a test starts (daphne, a worker) loads these settings too: it inherits the test's
+# environment as the test set it (e.g. the fake model server's URL) and must not pin it again.
+if not os.environ.get("BUDDY_TEST_ENVIRONMENT"):
+    for _name in list(os.environ):
+        if _name.startswith(("ANTHROPIC_", "BUDDY_")):
+            del os.environ[_name]
+    os.environ["BUDDY_TEST_ENVIRONMENT"] = "1"
+    os.environ["BUDDY_LLM"] = "offline"
+    os.environ["BUDDY_SUMMARIES"] = "off"
+    os.environ["BUDDY_TASKS_SYNC"] = "1"  # tasks run inline in the tests; test_tasks runs a real worker
+    # A per-run prefix, so runs sharing one Redis never see each other's messages.
+    os.environ["BUDDY_CHANNEL_PREFIX"] = f"buddy-test-{uuid.uuid4().hex[:8]}"
+    if not os.environ.get("DATABASE_URL", "").strip():
+        os.environ.pop("DATABASE_URL", None)
 
 from buddy.settings import *  # noqa: E402, F403
 

@@ -156,7 +156,7 @@ def daphne_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str
         **os.environ,
         "DATABASE_URL": url_for_database,
         "BUDDY_LLM": "offline",
-        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
         # Debug settings serve static files from the finders, without collectstatic.
         "DJANGO_DEBUG": "1",
         "PYTHONUNBUFFERED": "1",

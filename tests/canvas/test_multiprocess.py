@@ -51,10 +51,10 @@ def daphne_ports(transactional_db, tmp_path, settings):
     layers["default"]["CONFIG"]["prefix"] = prefix
     settings.CHANNEL_LAYERS = layers
     database_url = urlsplit(os.environ["DATABASE_URL"])._replace(path="/" + connection.settings_dict["NAME"]).geturl()
-    # buddy.settings, not tests.settings: the latter would pin a channel prefix of its own.
+    # tests.settings in the server too: it keeps the inherited environment (channel prefix included).
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
         "DATABASE_URL": database_url,
         "BUDDY_CHANNEL_PREFIX": prefix,
     }

@@ -105,7 +105,9 @@ def test_import_memory_stays_flat_as_the_file_grows(tmp_path, session):
         with path.open("w") as f:
             for i in range(n):
                 role = "user" if i % 2 == 0 else "assistant"
-                f.write(json.dumps({"role": role, "content": f"message number {i} with some words"}) + "\n")
+                # A bounded vocabulary: the search stemmer keeps a bounded cache of the words it has
+                # seen, which a stream of never-repeated words would fill (up to its cap) as it goes.
+                f.write(json.dumps({"role": role, "content": f"message number {i % 97} with some words"}) + "\n")
         return path
 
     small, large = make(10_000), make(50_000)
