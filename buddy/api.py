@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest
 from ninja import NinjaAPI
-from ninja.errors import AuthenticationError, ValidationError
+from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from buddy.auth import api_auth
 from conversations.api import router as conversations_router
@@ -30,6 +30,14 @@ def not_authenticated(request: HttpRequest, exc: AuthenticationError):
 @api.exception_handler(ValidationError)
 def invalid_input(request: HttpRequest, exc: ValidationError):
     return api.create_response(request, {"detail": exc.errors}, status=422)
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError):
+    # Ninja answers a body it cannot parse with 400; the contract calls every invalid input 422.
+    if exc.status_code == 400 and str(exc).startswith("Cannot parse request body"):
+        return api.create_response(request, {"detail": "The request body is not valid JSON."}, status=422)
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 
 api.add_router("", conversations_router)
