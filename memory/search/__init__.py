@@ -22,7 +22,6 @@ Scores are BM25 scores: higher is better, rarer terms weigh more, more matched t
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -36,8 +35,8 @@ from memory.search.text import query_terms, snippet, split_terms
 K1 = 1.2
 B = 0.9
 CONTEXT_WEIGHT = 0.8
-CANDIDATES_PER_TERM = 1000
-RESCORED_CANDIDATES = 200
+CANDIDATES_PER_TERM = 500
+RESCORED_CANDIDATES = 400
 MAX_LIMIT = 50
 
 
@@ -80,14 +79,12 @@ def _backend():
 def _session_stats(session_id: int) -> _SessionStats | None:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT s.messages, s.body_terms, s.context_terms,"
-            " (SELECT min(id) FROM conversations_message WHERE session_id = %s),"
-            " (SELECT max(id) FROM conversations_message WHERE session_id = %s)"
-            " FROM memory_search_session s WHERE s.session_id = %s",
-            [session_id, session_id, session_id],
+            "SELECT messages, body_terms, context_terms, first_id, last_id"
+            " FROM memory_search_session WHERE session_id = %s",
+            [session_id],
         )
         row = cursor.fetchone()
-    if row is None or row[0] <= 0 or row[3] is None:
+    if row is None or row[0] <= 0:
         return None
     return _SessionStats(*row)
 
@@ -126,15 +123,15 @@ def bm25f(
 ) -> float:
     """BM25F of one message (Robertson & Zaragoza): each field's term frequency is normalised by that
     field's length against its own average, the fields are summed with their weights, and the sum is
-    saturated once, so a long neighbour does not make the message itself count as long."""
-    body_counts = Counter(body)
-    context_set = set(context)
+    saturated once, so a long neighbour does not make the message itself count as long. `context`
+    holds distinct terms (memory.search.text.context_terms)."""
+    # list.count and `in` run in C; a message holds few of the query's terms, so this beats a Counter.
     body_norm = 1 - B + B * len(body) / average_body
-    context_norm = 1 - B + B * len(context_set) / average_context
+    context_norm = 1 - B + B * len(context) / average_context
     score = 0.0
     for term, weight in terms.items():
-        frequency = body_counts.get(term, 0) / body_norm
-        if term in context_set:
+        frequency = body.count(term) / body_norm
+        if term in context:
             frequency += CONTEXT_WEIGHT / context_norm
         if frequency:
             score += weight * frequency * (K1 + 1) / (frequency + K1)
@@ -158,7 +155,8 @@ def _aware(value: datetime | str) -> datetime:
     """A raw SQLite cursor returns the stored UTC text; PostgreSQL already returns an aware datetime."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return parse_datetime(value).replace(tzinfo=UTC)
+    parsed = parse_datetime(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
@@ -177,13 +175,13 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
         return []
     weights = {term: idf(frequencies[term], stats.messages) for term in terms}
 
-    lookups = [(term, _newest_bound(frequencies[term], stats)) for term in terms]
-    matched: dict[int, float] = defaultdict(float)
-    for index, message_id in _backend().postings(session_id=session.pk, lookups=lookups):
-        matched[message_id] += weights[terms[index]]
-    shortlist = sorted(matched, key=lambda message_id: (matched[message_id], message_id), reverse=True)
-    shortlist = shortlist[: max(RESCORED_CANDIDATES, 4 * limit)]
-
+    lookups = [(term, _newest_bound(frequencies[term], stats), weights[term]) for term in terms]
+    shortlist = _backend().candidates(
+        session_id=session.pk,
+        lookups=lookups,
+        max_id=stats.last_id,
+        limit=max(RESCORED_CANDIDATES, 4 * limit),
+    )
     scored = sorted(
         (
             (
