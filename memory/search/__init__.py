@@ -35,8 +35,8 @@ from memory.search.text import query_terms, snippet, split_terms
 K1 = 1.2
 B = 0.9
 CONTEXT_WEIGHT = 0.8
-CANDIDATES_PER_TERM = 500
-RESCORED_CANDIDATES = 400
+CANDIDATES_PER_TERM = 250
+RESCORED_CANDIDATES = 200
 MAX_LIMIT = 50
 
 
