@@ -59,7 +59,6 @@ SMALL_SESSION_MESSAGES = 1_000
 VOCABULARY = 50_000
 ZIPF_OFFSET = 20  # the very top of a Zipf curve is stop words, which are dropped
 STOP = sorted(STOP_WORDS - {"i"})
-COMMON_RANKS = 300  # ranks whose terms are in ≥ 1 % of the messages (checked and printed)
 
 
 def pseudo_words(rng: random.Random, count: int) -> list[str]:
@@ -69,7 +68,9 @@ def pseudo_words(rng: random.Random, count: int) -> list[str]:
     while len(words) < count:
         syllables = rng.randint(2, 4)
         words.add("".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(syllables)))
-    return sorted(words, key=lambda word: rng.random())
+    ordered = sorted(words)  # a set's order depends on the process's hash seed: sort before shuffling
+    rng.shuffle(ordered)
+    return ordered
 
 
 class TextSource:
@@ -232,19 +233,24 @@ def built() -> bool:
 
 # --- queries -----------------------------------------------------------------------------------
 def make_queries(count: int, seed: int) -> list[str]:
+    """Queries built from the big session's own vocabulary (its document frequencies, the same on both
+    backends): each term is, with probability 0.35, one of the terms in >= 1 % of the messages, else a
+    term drawn log-uniformly by frequency rank from the rest (mid-frequency and rare alike)."""
     rng = random.Random(seed)
-    words = TextSource(seed=42).words
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT term, df FROM memory_search_term WHERE session_id = 1 AND df > 0")
+        ranked = sorted(cursor.fetchall(), key=lambda row: (-row[1], row[0]))
+    threshold = BIG_SESSION_MESSAGES // 100
+    common = [term for term, df in ranked if df >= threshold]
+    rest = [term for term, df in ranked if df < threshold]
     queries = []
     for _ in range(count):
         terms = []
         for _ in range(rng.randint(1, 6)):
             if rng.random() < 0.35:
-                terms.append(words[rng.randrange(COMMON_RANKS)])
+                terms.append(rng.choice(common))
             else:
-                # Log-uniform over the rest of the vocabulary: mid-frequency and rare words alike.
-                terms.append(
-                    words[int(math.exp(rng.uniform(math.log(COMMON_RANKS), math.log(VOCABULARY - 1))))]
-                )
+                terms.append(rest[int(math.exp(rng.uniform(0, math.log(len(rest))))) - 1])
         queries.append("What did we say about " + " and ".join(terms) + "?")
     return queries
 

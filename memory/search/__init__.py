@@ -140,15 +140,18 @@ def bm25f(
 
 def _rows(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
     """Raw rows of the session's messages with these ids: a hot path, spared the ORM's query building."""
-    if not ids:
-        return []
-    placeholders = ", ".join(["%s"] * len(ids))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns} FROM conversations_message WHERE session_id = %s AND id IN ({placeholders})",
-            [session_id, *ids],
-        )
-        return cursor.fetchall()
+    rows: list[tuple] = []
+    for start in range(0, len(ids), 5000):  # SQLite's limit on parameters is 32,766
+        chunk = ids[start : start + 5000]
+        placeholders = ", ".join(["%s"] * len(chunk))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {columns} FROM conversations_message"
+                f" WHERE session_id = %s AND id IN ({placeholders})",
+                [session_id, *chunk],
+            )
+            rows += cursor.fetchall()
+    return rows
 
 
 def _aware(value: datetime | str) -> datetime:
