@@ -7,7 +7,8 @@ The database finds candidates, Python ranks them, the same way on both backends:
 2. Per-session statistics give each term's document frequency `df` and the session's size; a term in
    no message of the session is dropped.
 3. The index (FTS5 on SQLite, GIN on PostgreSQL; memory.search.sqlite / .postgres) lists the messages
-   holding each term in their own text or in their context (the message before them). A term in more
+   holding each term in their own text or in their context (the message before them, and inside a
+   turn the prompt that started it). A term in more
    than `CANDIDATES_PER_TERM` messages contributes only its newest matches, about that many: this
    bounds the work of common words on a long archive. Its older matches still count in full in
    messages that come in through a rarer query term.
@@ -16,7 +17,8 @@ The database finds candidates, Python ranks them, the same way on both backends:
    (weight 1) and its context (weight `CONTEXT_WEIGHT`), so that a reply is found by the topic of the
    question it answers, but below a message that names the topic itself.
 
-Scores are BM25 scores: higher is better, rarer terms weigh more, more matched terms win.
+Scores are BM25 scores: higher is better, rarer terms weigh more, more matched terms win. How much
+the two bounds change results on a 1M-message archive is measured in docs/bench-search.md.
 """
 
 from __future__ import annotations
