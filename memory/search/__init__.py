@@ -7,7 +7,8 @@ The database finds candidates, Python ranks them, the same way on both backends:
 2. Per-session statistics give each term's document frequency `df` and the session's size; a term in
    no message of the session is dropped.
 3. The index (FTS5 on SQLite, GIN on PostgreSQL; memory.search.sqlite / .postgres) lists the messages
-   holding each term in their own text or in their context (the message before them). A term in more
+   holding each term in their own text or in their context (the message before them, and inside a
+   turn the prompt that started it). A term in more
    than `CANDIDATES_PER_TERM` messages contributes only its newest matches, about that many: this
    bounds the work of common words on a long archive. Its older matches still count in full in
    messages that come in through a rarer query term.
@@ -16,13 +17,13 @@ The database finds candidates, Python ranks them, the same way on both backends:
    (weight 1) and its context (weight `CONTEXT_WEIGHT`), so that a reply is found by the topic of the
    question it answers, but below a message that names the topic itself.
 
-Scores are BM25 scores: higher is better, rarer terms weigh more, more matched terms win.
+Scores are BM25 scores: higher is better, rarer terms weigh more, more matched terms win. How much
+the two bounds change results on a 1M-message archive is measured in docs/bench-search.md.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -36,7 +37,7 @@ from memory.search.text import query_terms, snippet, split_terms
 K1 = 1.2
 B = 0.9
 CONTEXT_WEIGHT = 0.8
-CANDIDATES_PER_TERM = 1000
+CANDIDATES_PER_TERM = 250
 RESCORED_CANDIDATES = 200
 MAX_LIMIT = 50
 
@@ -80,14 +81,12 @@ def _backend():
 def _session_stats(session_id: int) -> _SessionStats | None:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT s.messages, s.body_terms, s.context_terms,"
-            " (SELECT min(id) FROM conversations_message WHERE session_id = %s),"
-            " (SELECT max(id) FROM conversations_message WHERE session_id = %s)"
-            " FROM memory_search_session s WHERE s.session_id = %s",
-            [session_id, session_id, session_id],
+            "SELECT messages, body_terms, context_terms, first_id, last_id"
+            " FROM memory_search_session WHERE session_id = %s",
+            [session_id],
         )
         row = cursor.fetchone()
-    if row is None or row[0] <= 0 or row[3] is None:
+    if row is None or row[0] <= 0:
         return None
     return _SessionStats(*row)
 
@@ -126,15 +125,15 @@ def bm25f(
 ) -> float:
     """BM25F of one message (Robertson & Zaragoza): each field's term frequency is normalised by that
     field's length against its own average, the fields are summed with their weights, and the sum is
-    saturated once, so a long neighbour does not make the message itself count as long."""
-    body_counts = Counter(body)
-    context_set = set(context)
+    saturated once, so a long neighbour does not make the message itself count as long. `context`
+    holds distinct terms (memory.search.text.context_terms)."""
+    # list.count and `in` run in C; a message holds few of the query's terms, so this beats a Counter.
     body_norm = 1 - B + B * len(body) / average_body
-    context_norm = 1 - B + B * len(context_set) / average_context
+    context_norm = 1 - B + B * len(context) / average_context
     score = 0.0
     for term, weight in terms.items():
-        frequency = body_counts.get(term, 0) / body_norm
-        if term in context_set:
+        frequency = body.count(term) / body_norm
+        if term in context:
             frequency += CONTEXT_WEIGHT / context_norm
         if frequency:
             score += weight * frequency * (K1 + 1) / (frequency + K1)
@@ -143,22 +142,25 @@ def bm25f(
 
 def _rows(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
     """Raw rows of the session's messages with these ids: a hot path, spared the ORM's query building."""
-    if not ids:
-        return []
-    placeholders = ", ".join(["%s"] * len(ids))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns} FROM conversations_message WHERE session_id = %s AND id IN ({placeholders})",
-            [session_id, *ids],
-        )
-        return cursor.fetchall()
+    rows: list[tuple] = []
+    for start in range(0, len(ids), 5000):  # SQLite's limit on parameters is 32,766
+        chunk = ids[start : start + 5000]
+        placeholders = ", ".join(["%s"] * len(chunk))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {columns} FROM conversations_message WHERE session_id = %s AND id IN ({placeholders})",
+                [session_id, *chunk],
+            )
+            rows += cursor.fetchall()
+    return rows
 
 
 def _aware(value: datetime | str) -> datetime:
     """A raw SQLite cursor returns the stored UTC text; PostgreSQL already returns an aware datetime."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return parse_datetime(value).replace(tzinfo=UTC)
+    parsed = parse_datetime(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
@@ -177,13 +179,13 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
         return []
     weights = {term: idf(frequencies[term], stats.messages) for term in terms}
 
-    lookups = [(term, _newest_bound(frequencies[term], stats)) for term in terms]
-    matched: dict[int, float] = defaultdict(float)
-    for index, message_id in _backend().postings(session_id=session.pk, lookups=lookups):
-        matched[message_id] += weights[terms[index]]
-    shortlist = sorted(matched, key=lambda message_id: (matched[message_id], message_id), reverse=True)
-    shortlist = shortlist[: max(RESCORED_CANDIDATES, 4 * limit)]
-
+    lookups = [(term, _newest_bound(frequencies[term], stats), weights[term]) for term in terms]
+    shortlist = _backend().candidates(
+        session_id=session.pk,
+        lookups=lookups,
+        max_id=stats.last_id,
+        limit=max(RESCORED_CANDIDATES, 4 * limit),
+    )
     scored = sorted(
         (
             (

@@ -26,12 +26,15 @@ def _stats_change(rows: str, sign: str) -> str:
     body = _COUNT.format("search_terms")
     context = _COUNT.format("search_context")
     return f"""
-        INSERT INTO memory_search_session AS s (session_id, messages, body_terms, context_terms)
-            SELECT session_id, {sign}count(*), {sign}sum({body}), {sign}sum({context})
+        INSERT INTO memory_search_session AS s
+            (session_id, messages, body_terms, context_terms, first_id, last_id)
+            SELECT session_id, {sign}count(*), {sign}sum({body}), {sign}sum({context}), min(id), max(id)
             FROM {rows} GROUP BY session_id ORDER BY session_id
             ON CONFLICT (session_id) DO UPDATE SET messages = s.messages + excluded.messages,
                 body_terms = s.body_terms + excluded.body_terms,
-                context_terms = s.context_terms + excluded.context_terms;
+                context_terms = s.context_terms + excluded.context_terms,
+                first_id = least(s.first_id, excluded.first_id),
+                last_id = greatest(s.last_id, excluded.last_id);
         -- Sorted, so that concurrent inserts lock term rows in one order and never deadlock.
         INSERT INTO memory_search_term AS t (session_id, term, df)
             SELECT r.session_id, u.term, {sign}count(*) FROM {rows} AS r
@@ -48,7 +51,8 @@ INSTALL = [
     "CREATE INDEX memory_message_search_vector ON conversations_message USING gin (search_vector)",
     """CREATE TABLE memory_search_session (
         session_id bigint NOT NULL PRIMARY KEY, messages bigint NOT NULL,
-        body_terms bigint NOT NULL, context_terms bigint NOT NULL)""",
+        body_terms bigint NOT NULL, context_terms bigint NOT NULL,
+        first_id bigint NOT NULL, last_id bigint NOT NULL)""",
     """CREATE TABLE memory_search_term (
         session_id bigint NOT NULL, term text NOT NULL, df integer NOT NULL,
         PRIMARY KEY (session_id, term))""",
@@ -104,20 +108,27 @@ UNINSTALL = [
 ]
 
 
-def postings(*, session_id: int, lookups: list[tuple[str, int]]) -> list[tuple[int, int]]:
-    """(lookup index, message id) for every message of the session holding each term (in its text or
-    context) with an id of at least the given lower bound."""
+def candidates(*, session_id: int, lookups: list[tuple[str, int, float]], max_id: int, limit: int) -> list[int]:
+    """The `limit` messages of the session with the highest summed weight of the looked-up terms they
+    hold (in their text or context), each term counted only in messages with an id of at least its
+    lower bound. Aggregated in SQL, so only the shortlist crosses into Python."""
     parts: list[str] = []
     params: list[object] = []
-    for index, (term, min_id) in enumerate(lookups):
-        # The prefix already scopes the lexeme to the session. A lower bound lets the planner AND the
-        # GIN bitmap with the primary key's range instead of visiting every match of a common term.
-        bound = " AND id >= %s" if min_id else ""
-        where = "search_vector @@ %s::tsquery" + bound
-        parts.append(f"SELECT {index}, id FROM conversations_message WHERE {where}")
-        params.append("'" + index_prefix(session_id) + term + "'")
+    for term, min_id, weight in lookups:
+        # The prefix already scopes the lexeme to the session. A bounded id range lets the planner AND
+        # the GIN bitmap with a small slice of the primary key instead of visiting every match of a
+        # common term (an open range would take every later message of every other session too).
+        bound = " AND id BETWEEN %s AND %s" if min_id else ""
+        parts.append(
+            "SELECT id, %s::float8 AS weight FROM conversations_message WHERE search_vector @@ %s::tsquery" + bound
+        )
+        params += [weight, "'" + index_prefix(session_id) + term + "'"]
         if min_id:
-            params.append(min_id)
+            params += [min_id, max_id]
     with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), params)
-        return cursor.fetchall()
+        cursor.execute(
+            f"SELECT id FROM ({' UNION ALL '.join(parts)}) AS matches GROUP BY id"
+            " ORDER BY sum(weight) DESC, id DESC LIMIT %s",
+            [*params, limit],
+        )
+        return [row[0] for row in cursor.fetchall()]

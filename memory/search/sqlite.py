@@ -40,9 +40,11 @@ def _on_insert(row: str) -> str:
     return f"""
     INSERT INTO memory_message_fts(rowid, terms)
         SELECT {row}.id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
-    INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms)
-        VALUES ({row}.session_id, 1, {_count(row + ".search_terms")}, {_count(row + ".search_context")})
+    INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms, first_id, last_id)
+        VALUES ({row}.session_id, 1, {_count(row + ".search_terms")}, {_count(row + ".search_context")},
+                {row}.id, {row}.id)
         ON CONFLICT(session_id) DO UPDATE SET messages = messages + 1,
+            first_id = min(first_id, excluded.first_id), last_id = max(last_id, excluded.last_id),
             body_terms = body_terms + excluded.body_terms,
             context_terms = context_terms + excluded.context_terms;
     INSERT INTO memory_search_term(session_id, term, df)
@@ -75,7 +77,8 @@ INSTALL = [
         tokenize="ascii tokenchars '_'")""",
     """CREATE TABLE IF NOT EXISTS memory_search_session (
         session_id integer NOT NULL PRIMARY KEY, messages integer NOT NULL,
-        body_terms integer NOT NULL, context_terms integer NOT NULL)""",
+        body_terms integer NOT NULL, context_terms integer NOT NULL,
+        first_id integer NOT NULL, last_id integer NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS memory_search_term (
         session_id integer NOT NULL, term text NOT NULL, df integer NOT NULL,
         PRIMARY KEY (session_id, term)) WITHOUT ROWID""",
@@ -96,8 +99,9 @@ INSTALL = [
 # Index what was archived before the index existed.
 BACKFILL = [
     "INSERT INTO memory_message_fts(memory_message_fts) VALUES ('rebuild')",
-    f"""INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms)
-        SELECT session_id, count(*), sum({_count("search_terms")}), sum({_count("search_context")})
+    f"""INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms, first_id, last_id)
+        SELECT session_id, count(*), sum({_count("search_terms")}), sum({_count("search_context")}),
+            min(id), max(id)
         FROM conversations_message GROUP BY session_id""",
     f"""INSERT INTO memory_search_term(session_id, term, df)
         SELECT m.session_id, t.value, count(DISTINCT m.id) FROM conversations_message AS m,
@@ -116,14 +120,21 @@ UNINSTALL = [
 ]
 
 
-def postings(*, session_id: int, lookups: list[tuple[str, int]]) -> list[tuple[int, int]]:
-    """(lookup index, message id) for every message of the session holding each term (in its text or
-    context) with an id of at least the given lower bound."""
+def candidates(*, session_id: int, lookups: list[tuple[str, int, float]], max_id: int, limit: int) -> list[int]:
+    """The `limit` messages of the session with the highest summed weight of the looked-up terms they
+    hold (in their text or context), each term counted only in messages with an id of at least its
+    lower bound. Aggregated in SQL, so only the shortlist crosses into Python."""
     parts: list[str] = []
     params: list[object] = []
-    for index, (term, min_id) in enumerate(lookups):
-        parts.append(f"SELECT {index}, rowid FROM memory_message_fts WHERE memory_message_fts MATCH %s AND rowid >= %s")
-        params += ['"' + index_prefix(session_id) + term + '"', min_id]
+    for term, min_id, weight in lookups:
+        parts.append(
+            "SELECT rowid AS id, %s AS weight FROM memory_message_fts"
+            " WHERE memory_message_fts MATCH %s AND rowid BETWEEN %s AND %s"
+        )
+        params += [weight, '"' + index_prefix(session_id) + term + '"', min_id, max_id]
     with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join(parts), params)
-        return cursor.fetchall()
+        cursor.execute(
+            f"SELECT id FROM ({' UNION ALL '.join(parts)}) GROUP BY id ORDER BY sum(weight) DESC, id DESC LIMIT %s",
+            [*params, limit],
+        )
+        return [row[0] for row in cursor.fetchall()]
