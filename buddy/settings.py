@@ -111,11 +111,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # --- Channels ---------------------------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "").strip()
 CHANNEL_LAYER_PREFIX = os.environ.get("BUDDY_CHANNEL_PREFIX", "buddy")
+# A socket's receive loop blocks in BZPOPMIN for up to 5 s (channels-redis' brpop_timeout). redis-py
+# 8 reads with a 5 s socket timeout by default, which aborts that idle wait and tears every quiet
+# WebSocket down with 1011 about every 5 s (django/channels_redis#422): read timeouts must be longer.
+REDIS_SOCKET_TIMEOUT = 30
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": CHANNEL_LAYER_PREFIX, "capacity": 1000, "expiry": 60},
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": REDIS_SOCKET_TIMEOUT, "socket_connect_timeout": 5}],
+                "prefix": CHANNEL_LAYER_PREFIX,
+                "capacity": 1000,
+                "expiry": 60,
+            },
         }
     }
 else:
