@@ -51,7 +51,14 @@ def daphne_ports(transactional_db, tmp_path, settings):
     layers["default"]["CONFIG"]["prefix"] = prefix
     settings.CHANNEL_LAYERS = layers
     database_url = urlsplit(os.environ["DATABASE_URL"])._replace(path="/" + connection.settings_dict["NAME"]).geturl()
-    env = {**os.environ, "DATABASE_URL": database_url, "BUDDY_CHANNEL_PREFIX": prefix}
+    # buddy.settings, not the suite's tests.settings (inherited through DJANGO_SETTINGS_MODULE), which
+    # would pick a channel prefix of its own and never meet this process's frames.
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "DATABASE_URL": database_url,
+        "BUDDY_CHANNEL_PREFIX": prefix,
+    }
     servers = []
     try:
         for _ in range(2):
