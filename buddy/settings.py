@@ -121,7 +121,9 @@ if REDIS_URL:
                 # Its asyncio pool also refuses (MaxConnectionsError) past 100 connections at once
                 # instead of waiting; a burst of 1,000 sockets joining or leaving their groups needs
                 # more (docs/bench-ws.md). Connections are opened only as needed.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "max_connections": 2000}],
+                "hosts": [
+                    {"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5, "max_connections": 2000}
+                ],
                 "prefix": CHANNEL_LAYER_PREFIX,
                 "capacity": 1000,
                 "expiry": 60,

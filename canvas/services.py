@@ -35,7 +35,7 @@ from canvas.push import push_frame_on_commit
 from canvas.tools import CANVAS_TOOL_NAMES
 from conversations.models import Session
 
-__all__ = ["CanvasChange", "CanvasCommandError", "canvas_apply", "confirmation_answer"]
+__all__ = ["CanvasChange", "CanvasCommandError", "canvas_apply", "canvas_reduce", "confirmation_answer"]
 
 
 @dataclass(frozen=True)
@@ -234,6 +234,24 @@ def canvas_apply(*, session: Session, command: str, params: dict[str, Any]) -> C
     the caller already holds a transaction, so a refusal never spoils the caller's transaction); the
     frame is broadcast after the outermost transaction commits.
     """
+    handler = _handler(command, params)
+    with transaction.atomic():
+        state = _state_for_update(session)
+        assert state is not None
+        outcome = handler(state, params)
+        return _commit(session, state, command, outcome)
+
+
+def canvas_reduce(state: CanvasState, *, command: str, params: dict[str, Any]) -> None:
+    """Apply one command to `state` in memory only: no lock, no save, no version, no frame.
+
+    The pure core of `canvas_apply`, for audits that rebuild a canvas from its archived tool calls
+    (bench/soak.py). Raises CanvasCommandError, with `state` untouched, exactly when canvas_apply would.
+    """
+    _handler(command, params)(state, params)
+
+
+def _handler(command: str, params: Any) -> Callable[[CanvasState, dict[str, Any]], _Outcome]:
     handler = _COMMANDS.get(command)
     if handler is None:
         raise CanvasCommandError(
@@ -242,11 +260,7 @@ def canvas_apply(*, session: Session, command: str, params: dict[str, Any]) -> C
         )
     if not isinstance(params, dict):
         raise CanvasCommandError(f"the input of {command} must be an object, not {json_type(params)}")
-    with transaction.atomic():
-        state = _state_for_update(session)
-        assert state is not None
-        outcome = handler(state, params)
-        return _commit(session, state, command, outcome)
+    return handler
 
 
 def confirmation_answer(*, session: Session, element_id: str, confirmed: bool) -> CanvasChange:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError
 
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_of
 from conversations.models import IdempotencyKey, Message, Session
@@ -63,45 +63,41 @@ def prompt_submit(
     chat_id: str | None = None,
     idempotency_key: str | None = None,
 ) -> Answer:
-    """Run one turn and answer as `POST /prompt` does. Raises TurnError subclasses for refusals."""
+    """Run one turn and answer as `POST /prompt` does. Raises TurnError subclasses for refusals.
+
+    With a key, the key's record is written in the transaction that takes the turn's lease and
+    archives the prompt: a record never exists without its prompt, and a prompt never without its
+    record, wherever the process dies. A repeat finds either nothing (nothing ran: run it now) or the
+    record (answer from it, or from the archive)."""
     prompt_check(text)
     if not idempotency_key:
         session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
         return _ok(session, turn_run(session=session, text=text))
-    record, created = _idempotency_record(user, idempotency_key[:255])
-    if not created:
+    key = idempotency_key[:255]
+    record = IdempotencyKey.objects.filter(user=user, key=key).first()
+    if record is not None:
         return _repeat(record)
     session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
-    IdempotencyKey.objects.filter(pk=record.pk).update(session=session)
 
     def remember_prompt(prompt: Message) -> None:
-        IdempotencyKey.objects.filter(pk=record.pk).update(prompt=prompt)
+        IdempotencyKey.objects.create(user=user, key=key, session=session, prompt=prompt)
 
     try:
         answer = _ok(session, turn_run(session=session, text=text, on_prompt=remember_prompt))
-    except TurnRunning:
-        IdempotencyKey.objects.filter(pk=record.pk).delete()  # nothing ran: the key may be used again
-        raise
+    except IntegrityError:
+        # The same key committed first (its turn ended between our look-up and our lease): our
+        # prompt was rolled back with the record, so answer as that request did.
+        return _repeat(IdempotencyKey.objects.get(user=user, key=key))
     except TurnError as exc:
         if exc.status == 502:  # the prompt is archived; the first answer is this failure
-            _store(record, Answer(502, {"detail": str(exc)}))
-        else:
-            IdempotencyKey.objects.filter(pk=record.pk).delete()
+            _store(user, key, Answer(502, {"detail": str(exc)}))
         raise
-    _store(record, answer)
+    _store(user, key, answer)
     return answer
 
 
-def _idempotency_record(user: AbstractBaseUser, key: str) -> tuple[IdempotencyKey, bool]:
-    try:
-        with transaction.atomic():
-            return IdempotencyKey.objects.create(user=user, key=key), True
-    except IntegrityError:
-        return IdempotencyKey.objects.get(user=user, key=key), False
-
-
-def _store(record: IdempotencyKey, answer: Answer) -> None:
-    IdempotencyKey.objects.filter(pk=record.pk).update(status_code=answer.status, response=answer.body)
+def _store(user: AbstractBaseUser, key: str, answer: Answer) -> None:
+    IdempotencyKey.objects.filter(user=user, key=key).update(status_code=answer.status, response=answer.body)
 
 
 def _repeat(record: IdempotencyKey) -> Answer:
@@ -129,7 +125,7 @@ def _repeat(record: IdempotencyKey) -> Answer:
             prompt_id=prompt.id,
         )
     answer = _ok(session, result)
-    _store(record, answer)
+    _store(record.user, record.key, answer)
     return answer
 
 

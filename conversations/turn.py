@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -164,13 +164,16 @@ def turn_run(
     """
     if prompt is None:
         prompt_check(text or "")
-    lease_id = turn_lease_acquire(session=session)
-    try:
+    # The lease, the prompt and whatever `on_prompt` records (an Idempotency-Key) commit together: a
+    # process that dies in between leaves nothing, never a prompt without its key or a key without it.
+    with transaction.atomic():
+        lease_id = turn_lease_acquire(session=session)
         if prompt is None:
             prompt = message_append(session=session, role="user", content=text)
             push_frame_on_commit(session, {"type": "user_message", "text": text, "message_id": prompt.id})
             if on_prompt is not None:
                 on_prompt(prompt)
+    try:
         result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
     except ModelFailed as failure:
         turn_lease_release(session=session, lease_id=lease_id)

@@ -388,3 +388,39 @@ def test_concurrent_replacements_and_notifications_each_take_a_version(user, age
     assert sorted(element["id"] for element in state["elements"]) == ["c0", "c1", "c2"]
     assert {element["title"] for element in state["elements"]} == {str(rounds - 1)}
     assert state["version"] == workers * rounds * 2
+
+
+def test_canvas_reduce_replays_to_the_stored_canvas_and_refuses_like_canvas_apply(session):
+    """The pure reducer (audits replay archived tool calls with it) agrees with canvas_apply, refusals
+    included, without touching the database."""
+    from canvas.services import canvas_reduce
+
+    commands = [
+        *((command, params) for command, params in ADD_EXAMPLES.items()),
+        ("canvas_update_card", {"id": "plan", "body": None}),
+        ("canvas_remove_element", {"id": "ghost"}),  # refused: unknown id
+        ("canvas_remove_element", {"id": "poem"}),
+        ("canvas_add_card", {"id": "plan", "title": ""}),  # refused: empty title
+        ("canvas_set_theme", {"theme": "dark"}),
+        ("canvas_set_mode", {"mode": "clear"}),
+        ("canvas_add_card", {"id": "again", "title": "After the clear"}),
+    ]
+    replayed = CanvasState(session_id=session.pk)
+    changes = 0
+    for command, params in commands:
+        try:
+            canvas_apply(session=session, command=command, params=params)
+            applied = True
+            changes += 1
+        except CanvasCommandError:
+            applied = False
+        before = (list(replayed.elements), replayed.mode, replayed.theme)
+        try:
+            canvas_reduce(replayed, command=command, params=params)
+            assert applied, f"{command} was refused by canvas_apply but not by canvas_reduce"
+        except CanvasCommandError:
+            assert not applied, f"{command} was refused by canvas_reduce only"
+            assert (replayed.elements, replayed.mode, replayed.theme) == before, "a refusal changed the state"
+    state = stored(session)
+    assert (replayed.elements, replayed.mode, replayed.theme) == (state["elements"], state["mode"], state["theme"])
+    assert changes == len(commands) - 2 and state["version"] == changes and replayed.version == 0

@@ -266,6 +266,40 @@ def test_idempotency_key_after_a_crash_mid_turn_answers_without_a_second_prompt(
     assert Message.objects.filter(role="user").count() == 1
 
 
+def test_idempotency_key_after_a_crash_between_archiving_and_remembering_runs_the_prompt_once(api, model, user):
+    """Found by bench/soak.py: a server killed after the prompt was archived but before the key
+    recorded it left a key that answered 409 to every repeat, forever, and a prompt never answered.
+    The lease, the prompt and the key now commit together; the repeat runs the prompt exactly once."""
+    import conversations.turn as turn_module
+    from conversations.models import IdempotencyKey
+    from conversations.submit import prompt_submit
+
+    class Killed(BaseException):
+        """The process dies here (a BaseException: nothing in the app may catch it)."""
+
+    real_push = turn_module.push_frame_on_commit
+
+    def die_once(*args, **kwargs):  # runs right after the prompt's INSERT
+        turn_module.push_frame_on_commit = real_push
+        raise Killed
+
+    turn_module.push_frame_on_commit = die_once
+    try:
+        with pytest.raises(Killed):
+            prompt_submit(user=user, text="did it run?", idempotency_key="k-killed")
+    finally:
+        turn_module.push_frame_on_commit = real_push
+    assert not Message.objects.exists() and not IdempotencyKey.objects.exists(), "a half-begun turn was kept"
+
+    response = post(api, "did it run?", headers={"Idempotency-Key": "k-killed"})
+    assert response.status_code == 200, response.content
+    assert response.json()["reply"] == "Echo: did it run?"
+    again = post(api, "did it run?", headers={"Idempotency-Key": "k-killed"})
+    assert again.json() == response.json()
+    assert Message.objects.filter(role="user").count() == 1
+    assert len(model.requests) == 1
+
+
 def test_usage_none_cache_fields_count_as_zero():
     class Usage:
         input_tokens, output_tokens = 10, 3
