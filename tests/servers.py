@@ -10,6 +10,8 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 from django.db import connection
 
@@ -18,22 +20,36 @@ from tests.conftest import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_database_url() -> str:
+def database_url(settings_dict: dict[str, Any]) -> str:
+    """A DATABASE_URL (as settings.py reads it) that points at the database of `settings_dict`."""
+    engine = settings_dict["ENGINE"]
+    if engine == "django.db.backends.sqlite3":
+        name = str(settings_dict["NAME"])
+        if name in {"", ":memory:"} or name.startswith("file:"):
+            raise RuntimeError("a server process needs a file SQLite test database")
+        return f"sqlite:///{name}"
+    if engine.startswith("django.db.backends.postgresql"):
+        user = settings_dict.get("USER") or ""
+        password = settings_dict.get("PASSWORD") or ""
+        auth = ""
+        if user:
+            auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
+        host = settings_dict.get("HOST") or "127.0.0.1"
+        port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
+        return f"postgres://{auth}{host}{port}/{quote(str(settings_dict['NAME']), safe='')}"
+    raise RuntimeError(f"no DATABASE_URL for engine {engine}")
+
+
+def current_database_url() -> str:
     """The URL of the database this test runs on (the test database), for a subprocess."""
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    user = db.get("USER") or ""
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    auth = f"{user}{password}@" if user else ""
-    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    return database_url(connection.settings_dict)
 
 
 def server_env(**extra: str) -> dict[str, str]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "DATABASE_URL": test_database_url(),
+        "DATABASE_URL": current_database_url(),
         "PYTHONUNBUFFERED": "1",
         **extra,
     }

@@ -29,11 +29,11 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 
 from tests.conftest import free_port
+from tests.servers import database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -106,26 +106,6 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 # --- the server ------------------------------------------------------------------------------
-
-
-def database_url(settings_dict: dict[str, Any]) -> str:
-    """A DATABASE_URL (as settings.py reads it) that points at the database of `settings_dict`."""
-    engine = settings_dict["ENGINE"]
-    if engine == "django.db.backends.sqlite3":
-        name = str(settings_dict["NAME"])
-        if name in {"", ":memory:"} or name.startswith("file:"):
-            raise pytest.UsageError("the browser tests need a file SQLite test database")
-        return f"sqlite:///{name}"
-    if engine.startswith("django.db.backends.postgresql"):
-        user = settings_dict.get("USER") or ""
-        password = settings_dict.get("PASSWORD") or ""
-        auth = ""
-        if user:
-            auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
-        host = settings_dict.get("HOST") or "127.0.0.1"
-        port = f":{settings_dict['PORT']}" if settings_dict.get("PORT") else ""
-        return f"postgres://{auth}{host}{port}/{quote(str(settings_dict['NAME']), safe='')}"
-    raise pytest.UsageError(f"no DATABASE_URL for engine {engine}")
 
 
 def wait_for_health(url: str, process: subprocess.Popen, log_path: Path) -> None:
