@@ -205,8 +205,14 @@ def test_cancel_between_model_calls_stops_after_the_tool_round(model, session, m
 def test_concurrent_prompts_to_one_chat_give_one_409_and_never_interleave(model, user, session):
     from django.test import Client
 
-    model.queue_text("a slow answer " * 20)
-    model.delay_stream(0.03)
+    # The first turn's model call waits until the second prompt has been answered: no timing races.
+    second_answered = threading.Event()
+
+    def slow_model(body):
+        second_answered.wait(30)
+        return "the first answer"
+
+    model.responder = slow_model
     statuses = []
 
     def send(text):
@@ -214,13 +220,15 @@ def test_concurrent_prompts_to_one_chat_give_one_409_and_never_interleave(model,
         client.force_login(user)
         statuses.append(post(client, text).status_code)
 
-    threads = [threading.Thread(target=send, args=(f"prompt {i}",)) for i in range(2)]
-    threads[0].start()
-    time.sleep(0.3)
-    threads[1].start()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert sorted(statuses) == [200, 409]
+    first = threading.Thread(target=send, args=("prompt 0",))
+    first.start()
+    deadline = time.monotonic() + 30
+    while not model.requests and time.monotonic() < deadline:  # the first turn holds its lease
+        time.sleep(0.01)
+    send("prompt 1")
+    second_answered.set()
+    first.join(timeout=30)
+    assert statuses == [409, 200]
     assert Message.objects.filter(role="user").count() == 1
 
 
