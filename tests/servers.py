@@ -71,7 +71,7 @@ def daphne(**env: str):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until_up(url, process)
+        wait_until_up(url, process, log_path=Path(log.name))
         yield url
     finally:
         process.terminate()
@@ -87,15 +87,20 @@ def daphne(**env: str):
         Path(log.name).unlink(missing_ok=True)
 
 
-def wait_until_up(url: str, process: subprocess.Popen, timeout: float = 30) -> None:
+def wait_until_up(url: str, process: subprocess.Popen, timeout: float = 60, log_path: Path | None = None) -> None:
+    """Until `url`/healthz answers 200; a process that exits or never answers raises, with its log."""
+
+    def log_tail() -> str:
+        return f":\n{log_path.read_text(errors='replace')[-4000:]}" if log_path else ""
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"daphne exited with {process.returncode}")
+            raise RuntimeError(f"daphne exited with {process.returncode}{log_tail()}")
         try:
             with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
                 if response.status == 200:
                     return
         except OSError:
             time.sleep(0.2)
-    raise RuntimeError(f"daphne did not answer on {url} within {timeout} s")
+    raise RuntimeError(f"daphne did not answer {url}/healthz within {timeout} s{log_tail()}")

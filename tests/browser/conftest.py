@@ -24,8 +24,6 @@ import re
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -33,7 +31,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import free_port
-from tests.servers import database_url
+from tests.servers import database_url, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -108,21 +106,6 @@ def page(browser: Any) -> Iterator[Any]:
 # --- the server ------------------------------------------------------------------------------
 
 
-def wait_for_health(url: str, process: subprocess.Popen, log_path: Path) -> None:
-    deadline = time.monotonic() + SERVER_START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"daphne exited with {process.returncode}:\n{log_path.read_text()[-4000:]}")
-        try:
-            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"daphne did not answer /healthz in {SERVER_START_TIMEOUT}s:\n{log_path.read_text()[-4000:]}")
-
-
 @pytest.fixture(scope="session")
 def daphne_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     """A real daphne serving the test database, for the whole session. Use `live_server_url`."""
@@ -153,7 +136,7 @@ def daphne_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str
         )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_health(url, process, log_path)
+        wait_until_up(url, process, timeout=SERVER_START_TIMEOUT, log_path=log_path)
         yield url
     finally:
         process.terminate()
