@@ -44,7 +44,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +51,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._django import BENCH_DIR, ROOT, setup  # noqa: E402
+from tests.conftest import free_port  # noqa: E402
+from tests.servers import wait_until_up  # noqa: E402
 
 PG_SERVER = "postgres://postgres@127.0.0.1:5432"
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -155,7 +156,7 @@ class Processes:
 
     def start_daphne(self, name: str, port: int) -> None:
         self.start(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"])
-        wait_up(f"http://127.0.0.1:{port}", self.running[name])
+        wait_until_up(f"http://127.0.0.1:{port}", self.running[name])
 
     def sample_cpu(self) -> None:
         """Remember the CPU seconds of every process in our groups (a killed one keeps its last sample)."""
@@ -194,28 +195,6 @@ class Processes:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=5)
         self.running.clear()
-
-
-def wait_up(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{url}: the server exited with {process.returncode}")
-        try:
-            with urllib.request.urlopen(f"{url}/healthz", timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{url} did not answer within {timeout} s")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def database_recreate(name: str) -> str:

@@ -61,6 +61,9 @@ class AnthropicClient:
         import anthropic
 
         self._anthropic = anthropic
+        # What counts as the provider failing: the SDK's errors after its retries, and a stream cut
+        # mid-way, which surfaces as the transport's own error rather than the SDK's.
+        self._failures = (anthropic.AnthropicError, httpx2.HTTPError, OSError, ValueError)
         self.client = anthropic.Anthropic(
             api_key=settings.ANTHROPIC_API_KEY or None,
             base_url=settings.ANTHROPIC_BASE_URL,
@@ -89,11 +92,8 @@ class AnthropicClient:
                             latency_ms=int((time.monotonic() - started) * 1000),
                         )
                 final = stream.get_final_message()
-        except self._anthropic.APIError as exc:
+        except self._failures as exc:
             raise ModelError(describe_api_error(exc)) from exc
-        except (self._anthropic.AnthropicError, httpx2.HTTPError, OSError, ValueError) as exc:
-            # A stream cut mid-way surfaces as the transport's own error, not the SDK's.
-            raise ModelError(f"The model stream broke off: {exc}") from exc
         return ModelReply(
             content=[block.model_dump(exclude_none=True, mode="json") for block in final.content],
             stop_reason=final.stop_reason or "end_turn",
@@ -107,7 +107,7 @@ class AnthropicClient:
             final = self.client.messages.create(
                 model=model, system=system, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
             )
-        except self._anthropic.APIError as exc:
+        except self._failures as exc:
             raise ModelError(describe_api_error(exc)) from exc
         return ModelReply(
             content=[block.model_dump(exclude_none=True, mode="json") for block in final.content],
@@ -132,7 +132,9 @@ def describe_api_error(exc: Exception) -> str:
         if exc.status_code == 529:
             return "The model provider is overloaded; try again shortly."
         return f"The model provider answered {exc.status_code}" + (f": {message}" if message else ".")
-    return f"The model provider failed: {exc}"
+    if isinstance(exc, anthropic.APIError):
+        return f"The model provider failed: {exc}"
+    return f"The model stream broke off: {exc}"
 
 
 class OfflineClient:

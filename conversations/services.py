@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -21,7 +22,7 @@ from conversations.content import (
     normalize_content,
     readable_text,
 )
-from conversations.models import Agent, ApiToken, Message, Session
+from conversations.models import Agent, ApiToken, Message, ModelCall, Session
 from memory.search.text import index_terms, join_terms, search_context
 
 
@@ -152,3 +153,23 @@ def api_token_create(*, user: AbstractBaseUser) -> str:
 def api_tokens_revoke(*, user: AbstractBaseUser) -> int:
     deleted, _ = ApiToken.objects.filter(user=user).delete()
     return deleted
+
+
+def model_call_record(
+    *, session: Session, kind: str, model: str, reply: Any, started: float, error: str = ""
+) -> ModelCall:
+    """Record one call to the model provider with its usage (a failed call: `reply` None, `error` set).
+    `started` is the call's `time.monotonic()` start; usage figures the provider left out count as 0."""
+    usage = reply.usage if reply is not None else {}
+    return ModelCall.objects.create(
+        session=session,
+        kind=kind,
+        model=model,
+        input_tokens=usage.get("input_tokens") or 0,
+        output_tokens=usage.get("output_tokens") or 0,
+        cache_read_input_tokens=usage.get("cache_read_input_tokens") or 0,
+        cache_creation_input_tokens=usage.get("cache_creation_input_tokens") or 0,
+        latency_ms=int((time.monotonic() - started) * 1000),
+        stop_reason=reply.stop_reason if reply is not None else "",
+        error=error,
+    )

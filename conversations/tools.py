@@ -8,7 +8,6 @@ itself.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,7 +84,3 @@ def tool_result_block(tool_use_id: str, outcome: ToolOutcome) -> dict[str, Any]:
     if outcome.is_error:
         block["is_error"] = True
     return block
-
-
-def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -26,7 +26,7 @@ from conversations.content import estimate_tokens, text_of
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.prompt import model_for, request_build
-from conversations.services import message_append
+from conversations.services import message_append, model_call_record
 from conversations.tools import tool_round_run
 
 logger = logging.getLogger(__name__)
@@ -179,8 +179,10 @@ def turn_run(
         turn_lease_release(session=session, lease_id=lease_id)
         push_frame(session, {"type": "error", "code": failure.code, "detail": str(failure)})
         raise
-    finally:
+    except BaseException:
         turn_lease_release(session=session, lease_id=lease_id)
+        raise
+    turn_lease_release(session=session, lease_id=lease_id)
     # After the release: a client that answers the reply at once must not hit its own lease (409).
     push_frame(session, {"type": "assistant_message", "text": result.reply, "message_id": result.message_id})
     _summaries_follow(session)
@@ -268,24 +270,6 @@ def _archivable(reply: ModelReply) -> list[dict]:
 def _record_call(
     session: Session, model: str, reply: ModelReply | None, *, started: float, error: str = ""
 ) -> ModelCall:
-    usage = reply.usage if reply else {}
-    return ModelCall.objects.create(
-        session=session,
-        kind=ModelCall.Kind.CHAT,
-        model=model,
-        input_tokens=usage.get("input_tokens") or 0,
-        output_tokens=usage.get("output_tokens") or 0,
-        cache_read_input_tokens=usage.get("cache_read_input_tokens") or 0,
-        cache_creation_input_tokens=usage.get("cache_creation_input_tokens") or 0,
-        latency_ms=int((time.monotonic() - started) * 1000),
-        stop_reason=reply.stop_reason if reply else "",
-        error=error,
+    return model_call_record(
+        session=session, kind=ModelCall.Kind.CHAT, model=model, reply=reply, started=started, error=error
     )
-
-
-def turn_run_in_thread(**kwargs) -> TurnResult:
-    """`turn_run` for a worker thread (async callers): closes the thread's connections after."""
-    try:
-        return turn_run(**kwargs)
-    finally:
-        close_old_connections()

@@ -23,6 +23,7 @@ from django.utils import timezone
 from conversations.content import estimate_tokens
 from conversations.llm import ModelError, model_client
 from conversations.models import Message, ModelCall, Session
+from conversations.services import model_call_record
 from memory.models import Summary
 from memory.selectors import summary_latest
 from memory.tools import message_line
@@ -161,18 +162,8 @@ def _fold(session: Session, latest: Summary | None, through: int, target: int) -
 
 
 def _record(session: Session, model: str, reply, started: float, error: str = "") -> None:
-    usage = reply.usage if reply else {}
-    ModelCall.objects.create(
-        session=session,
-        kind=ModelCall.Kind.SUMMARY,
-        model=model,
-        latency_ms=int((time.monotonic() - started) * 1000),
-        stop_reason=reply.stop_reason if reply else "",
-        error=error,
-        **{
-            k: usage.get(k) or 0
-            for k in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
-        },
+    model_call_record(
+        session=session, kind=ModelCall.Kind.SUMMARY, model=model, reply=reply, started=started, error=error
     )
 
 

@@ -118,6 +118,15 @@ def test_a_failed_summary_call_is_retried(small_window, session, settings):
     assert ModelCall.objects.filter(kind="summary").exclude(error="").count() == 1
 
 
+def test_a_summary_call_that_times_out_is_retried_too(small_window, session, settings):
+    settings.BUDDY_SUMMARIES = False
+    chat(session, 12)
+    settings.BUDDY_SUMMARIES, settings.BUDDY_LLM_TIMEOUT = True, 0.5
+    small_window.hang_next(2)
+    assert summary_update(session.pk) == "retrying"
+    assert ModelCall.objects.filter(kind="summary").exclude(error="").count() == 1
+
+
 def test_nothing_is_skipped_after_a_killed_worker(small_window, session, settings):
     settings.BUDDY_SUMMARIES = False
     chat(session, 12)
