@@ -1,8 +1,9 @@
-"""The history search index: FTS5 on SQLite, a tsvector with a GIN index on PostgreSQL.
+"""The history search index: FTS5 on SQLite, a tsvector side table with a GIN index on PostgreSQL.
 
 Both are built from `Message.search_terms` and `Message.search_context` (conversations 0003) and kept in
 sync by triggers, so every way of writing messages (save, bulk_create, COPY) is indexed. The SQL lives
-beside the code that queries it (memory/search/sqlite.py, postgres.py).
+beside the code that queries it (memory/search/sqlite.py, postgres.py), so this installs the current
+design; 0003 upgrades a database that this migration built with the first PostgreSQL design.
 """
 
 from django.db import migrations

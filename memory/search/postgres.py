@@ -1,12 +1,20 @@
 """PostgreSQL backend: a stored tsvector of session-namespaced terms with a GIN index.
 
-`conversations_message.search_vector` is a generated column: the terms of the message's text and
-context, each prefixed with the session id (`12_price`), built with array_to_tsvector so that
-PostgreSQL's own parser never re-splits the terms we computed in Python. Positions and weights are
-not stored; ranking (memory.search) needs only which messages hold a term.
+`memory_message_search` is a narrow side table, one row per message with terms: its id and a
+tsvector of the terms of the message's text and context, each prefixed with the session id
+(`12_price`), built with array_to_tsvector so that PostgreSQL's own parser never re-splits the terms
+we computed in Python. Positions and weights are not stored; ranking (memory.search) needs only which
+messages hold a term.
 
-Per-session statistics (message count, term counts, document frequencies) are kept by
-statement-level triggers, so a bulk insert or COPY updates them once per statement, not per row.
+Why a side table and not a column of conversations_message: a GIN match is a heap visit to fetch
+the row's id, and a message row (content JSON, readable text, terms, context) is ~2 KB, so on a long
+archive the visits of one query land on pages that are rarely in shared_buffers. Side-table rows are
+~10 times smaller: the recent part of an archive, where bounded lookups of common terms go
+(memory.search), stays cached. docs/bench-search.md has the measurements.
+
+The side table and the per-session statistics (message count, term counts, document frequencies)
+are kept by statement-level triggers, so a bulk insert or COPY updates them once per statement, not
+per row.
 """
 
 from __future__ import annotations
@@ -20,6 +28,17 @@ _VECTOR = """array_to_tsvector(array_remove(array_remove(string_to_array(
     ''), session_id::text || '_'))"""
 
 _COUNT = "coalesce(array_length(string_to_array(nullif({0}, ''), ' '), 1), 0)"
+
+
+def _vectors_insert(rows: str) -> str:
+    return f"""
+        INSERT INTO memory_message_search (id, vector)
+            SELECT id, {_VECTOR} FROM {rows} WHERE search_terms <> '' OR search_context <> '';"""
+
+
+def _vectors_delete(rows: str) -> str:
+    return f"""
+        DELETE FROM memory_message_search WHERE id IN (SELECT id FROM {rows});"""
 
 
 def _stats_change(rows: str, sign: str) -> str:
@@ -46,9 +65,8 @@ def _stats_change(rows: str, sign: str) -> str:
 
 
 INSTALL = [
-    f"""ALTER TABLE conversations_message
-        ADD COLUMN search_vector tsvector GENERATED ALWAYS AS ({_VECTOR}) STORED""",
-    "CREATE INDEX memory_message_search_vector ON conversations_message USING gin (search_vector)",
+    # Only ids and vectors: a narrow row keeps the pages a search visits few and cached (docstring).
+    "CREATE TABLE memory_message_search (id bigint NOT NULL PRIMARY KEY, vector tsvector NOT NULL)",
     """CREATE TABLE memory_search_session (
         session_id bigint NOT NULL PRIMARY KEY, messages bigint NOT NULL,
         body_terms bigint NOT NULL, context_terms bigint NOT NULL,
@@ -57,11 +75,13 @@ INSTALL = [
         session_id bigint NOT NULL, term text NOT NULL, df integer NOT NULL,
         PRIMARY KEY (session_id, term))""",
     f"""CREATE FUNCTION memory_search_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN {_stats_change("new_rows", "")} RETURN NULL; END $$""",
+        BEGIN {_vectors_insert("new_rows")} {_stats_change("new_rows", "")} RETURN NULL; END $$""",
     f"""CREATE FUNCTION memory_search_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN {_stats_change("old_rows", "-")} RETURN NULL; END $$""",
+        BEGIN {_vectors_delete("old_rows")} {_stats_change("old_rows", "-")} RETURN NULL; END $$""",
     f"""CREATE FUNCTION memory_search_updated() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
+            {_vectors_delete("old_rows")}
+            {_vectors_insert("new_rows")}
             {_stats_change("old_rows", "-")}
             {_stats_change("new_rows", "")}
             RETURN NULL;
@@ -73,7 +93,7 @@ INSTALL = [
             RETURN NULL;
         END $$""",
     """CREATE FUNCTION memory_search_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN TRUNCATE memory_search_session, memory_search_term; RETURN NULL; END $$""",
+        BEGIN TRUNCATE memory_message_search, memory_search_session, memory_search_term; RETURN NULL; END $$""",
     """CREATE TRIGGER memory_search_message_insert AFTER INSERT ON conversations_message
         REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_search_inserted()""",
     """CREATE TRIGGER memory_search_message_delete AFTER DELETE ON conversations_message
@@ -88,7 +108,13 @@ INSTALL = [
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_truncated()""",
 ]
 
-BACKFILL = [_stats_change("conversations_message", "")]
+# Index what was archived before the index existed; the GIN index is built after the fill (faster
+# than growing it row by row).
+BACKFILL = [
+    _vectors_insert("conversations_message"),
+    _stats_change("conversations_message", ""),
+    "CREATE INDEX memory_message_search_vector ON memory_message_search USING gin (vector)",
+]
 
 UNINSTALL = [
     "DROP TRIGGER IF EXISTS memory_search_message_truncate ON conversations_message",
@@ -103,9 +129,20 @@ UNINSTALL = [
     "DROP FUNCTION IF EXISTS memory_search_inserted()",
     "DROP TABLE IF EXISTS memory_search_term",
     "DROP TABLE IF EXISTS memory_search_session",
+    "DROP TABLE IF EXISTS memory_message_search",
+    # The first design (memory 0002 before 0003): the tsvector as a generated column of the message.
     "DROP INDEX IF EXISTS memory_message_search_vector",
     "ALTER TABLE conversations_message DROP COLUMN IF EXISTS search_vector",
 ]
+
+
+def first_design_installed(cursor) -> bool:
+    """Whether the database still has the first design: the tsvector as a column of the message table."""
+    cursor.execute(
+        "SELECT 1 FROM information_schema.columns"
+        " WHERE table_name = 'conversations_message' AND column_name = 'search_vector'"
+    )
+    return cursor.fetchone() is not None
 
 
 def candidates(*, session_id: int, lookups: list[tuple[str, int, float]], max_id: int, limit: int) -> list[int]:
@@ -119,9 +156,7 @@ def candidates(*, session_id: int, lookups: list[tuple[str, int, float]], max_id
         # the GIN bitmap with a small slice of the primary key instead of visiting every match of a
         # common term (an open range would take every later message of every other session too).
         bound = " AND id BETWEEN %s AND %s" if min_id else ""
-        parts.append(
-            "SELECT id, %s::float8 AS weight FROM conversations_message WHERE search_vector @@ %s::tsquery" + bound
-        )
+        parts.append("SELECT id, %s::float8 AS weight FROM memory_message_search WHERE vector @@ %s::tsquery" + bound)
         params += [weight, "'" + index_prefix(session_id) + term + "'"]
         if min_id:
             params += [min_id, max_id]

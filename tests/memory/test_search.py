@@ -207,6 +207,64 @@ def test_deleting_a_session_removes_its_statistics(session):
         assert cursor.fetchone()[0] == 0
 
 
+def test_index_follows_updates_and_deletes(session):
+    """The triggers keep the index (FTS5 table, PostgreSQL side table) and the statistics in step with
+    every write: an update re-indexes the row, a delete removes it."""
+    kept = say(session, "user", "The walrus sanctuary is open in winter.")
+    changed = say(session, "assistant", "Tickets for the walrus sanctuary cost nine euros.")
+
+    terms = index_terms("Tickets for the pelican colony cost nine euros.")
+    Message.objects.filter(pk=changed.pk).update(search_terms=" ".join(terms))
+
+    assert ids(search_history(session=session, query="pelican colony", limit=5)) == [changed.id]
+    # "walrus" is left only in its context (the prompt before it): the other message now ranks first
+    assert ids(search_history(session=session, query="walrus", limit=5)) == [kept.id, changed.id]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT df FROM memory_search_term WHERE session_id = %s AND term = %s",
+            [session.pk, *index_terms("walrus")],
+        )
+        assert cursor.fetchone()[0] == 1
+    Message.objects.filter(pk=changed.pk).delete()
+    assert search_history(session=session, query="pelican colony", limit=5) == []
+    assert ids(search_history(session=session, query="walrus", limit=5)) == [kept.id]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT messages FROM memory_search_session WHERE session_id = %s", [session.pk])
+        assert cursor.fetchone()[0] == 1
+
+
+@pytest.mark.postgres
+def test_postgres_upgrade_moves_the_vector_to_the_side_table(session):
+    """memory 0003 on a database built with the first design (the tsvector as a generated column of the
+    message table): the column goes, the side table and statistics are rebuilt from the archive."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    import importlib
+
+    from memory.search import postgres
+
+    upgrade = importlib.import_module("memory.migrations.0003_search_side_table").upgrade
+    old = say(session, "user", "Our lighthouse keeper retires in June.")
+    say(session, "assistant", "Then the lighthouse needs a new keeper.")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks: ALTER TABLE refuses them
+        cursor.execute("DROP TABLE memory_message_search")  # what the first design did not have
+        cursor.execute("TRUNCATE memory_search_session, memory_search_term")
+        cursor.execute("ALTER TABLE conversations_message ADD COLUMN search_vector tsvector")
+        assert postgres.first_design_installed(cursor)
+
+    with connection.schema_editor() as editor:
+        upgrade(None, editor)
+
+    with connection.cursor() as cursor:
+        assert not postgres.first_design_installed(cursor)
+        cursor.execute("SELECT count(*) FROM memory_message_search")
+        assert cursor.fetchone()[0] == 2
+    assert ids(search_history(session=session, query="lighthouse keeper retiring", limit=5))[0] == old.id
+    newer = say(session, "user", "The keeper's cottage will be sold.")  # the triggers work again
+    assert ids(search_history(session=session, query="cottage", limit=5)) == [newer.id]
+
+
 HOSTILE_QUERIES = [
     "",
     "   ",
