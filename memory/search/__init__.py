@@ -7,7 +7,7 @@ The database finds candidates, Python ranks them, the same way on both backends:
 2. Per-session statistics give each term's document frequency `df` and the session's size; a term in
    no message of the session is dropped. Each query term weighs `idf²` (`term_weight`): BM25's IDF on
    the message side times the same IDF as the query term's own weight, as in tf-idf's vector-space
-   form, so that a common word of the question ("get", "new", "go") only breaks ties between
+   form, so that a common word of the question ("get", "new", "go") mostly breaks ties between
    messages that hold its rarer words instead of outvoting them.
 3. The index (FTS5 on SQLite, GIN on PostgreSQL; memory.search.sqlite / .postgres) lists the messages
    holding each term in their own text or in their context (the message before them, and inside a
@@ -15,7 +15,7 @@ The database finds candidates, Python ranks them, the same way on both backends:
    than `CANDIDATES_PER_TERM` messages contributes only its newest matches, about that many: this
    bounds the work of common words on a long archive. Its older matches still count in full in
    messages that come in through a rarer query term.
-4. Candidates are pre-ranked by the summed IDF of the terms they hold; the best
+4. Candidates are pre-ranked by the summed weight of the terms they hold; the best
    `RESCORED_CANDIDATES` are scored exactly with BM25F over two fields: the message's own terms
    (weight 1) and its context (weight `CONTEXT_WEIGHT`), so that a reply is found by the topic of the
    question it answers, but below a message that names the topic itself.
