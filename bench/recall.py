@@ -11,8 +11,11 @@ answer (bench/synthetic_conversations.py). Reported side by side:
 - bm25-message: BM25 over each message's own terms (our tokens, stop words, stems), no context;
 - bm25-neighbours: BM25 over each message merged with its neighbours' terms (previous and next) in
   one field;
+- bm25-neighbours-idf2: the same, with our query-term weights (IDF², memory.search.term_weight),
+  to show how much of our gain is the weighting alone;
 - ours (model): BM25F, the message's terms plus its search context as a separate field at weight
-  CONTEXT_WEIGHT (computed in memory, the whole conversation ranked: no candidate bounds);
+  CONTEXT_WEIGHT, terms weighted by IDF² (computed in memory, the whole conversation ranked: no
+  candidate bounds);
 - ours (database): memory.search.search_history on the database, with its candidate bounds.
 """
 
@@ -45,7 +48,7 @@ from conversations.content import is_turn_start, normalize_content, readable_tex
 from memory import search  # noqa: E402
 from memory.search.text import index_terms, query_terms, search_context  # noqa: E402
 
-# Seeds 1-3 were used to choose CONTEXT_WEIGHT and B; these are held out.
+# Seeds 1-3 were used to choose CONTEXT_WEIGHT, B and IDF_POWER; these are held out.
 SEEDS = (4, 5, 6)
 TURNS = 2000
 KS = (5, 10)
@@ -80,8 +83,12 @@ class Corpus:
     def idf(self, term: str) -> float:
         return search.idf(self.df[term], self.n)
 
-    def bm25(self, query: str, fields: list[list[str]], k: int) -> list[int]:
-        terms = {term: self.idf(term) for term in query_terms(query) if self.df[term]}
+    def weight(self, term: str) -> float:
+        return search.term_weight(self.df[term], self.n)
+
+    def bm25(self, query: str, fields: list[list[str]], k: int, *, weight=None) -> list[int]:
+        weight = weight or self.idf
+        terms = {term: weight(term) for term in query_terms(query) if self.df[term]}
         average = sum(len(f) for f in fields) / self.n
         scores = []
         for index, body in enumerate(fields):
@@ -91,7 +98,7 @@ class Corpus:
         return [index for _, index in sorted(scores, reverse=True)[:k]]
 
     def bm25f(self, query: str, k: int) -> list[int]:
-        terms = {term: self.idf(term) for term in query_terms(query) if self.df[term]}
+        terms = {term: self.weight(term) for term in query_terms(query) if self.df[term]}
         average_body = sum(len(t) for t in self.terms) / self.n
         average_context = sum(len(c) for c in self.context) / self.n
         scores = []
@@ -178,20 +185,19 @@ def main() -> None:
     messages = sum(len(c.messages) for c in conversations)
     print(f"{len(conversations)} conversations, {messages} messages, {questions} questions")
 
+    merged = [
+        [
+            (corpus.terms[i - 1] if i else []) + corpus.terms[i] + (corpus.terms[i + 1] if i + 1 < corpus.n else [])
+            for i in range(corpus.n)
+        ]
+        for corpus in corpora
+    ]
     rankers = {
         "like-phrase": lambda n, q, k: corpora[n].like_phrase(q, k),
         "like-words": lambda n, q, k: corpora[n].like_words(q, k),
         "bm25-message": lambda n, q, k: corpora[n].bm25(q, corpora[n].terms, k),
-        "bm25-neighbours": lambda n, q, k: corpora[n].bm25(
-            q,
-            [
-                (corpora[n].terms[i - 1] if i else [])
-                + corpora[n].terms[i]
-                + (corpora[n].terms[i + 1] if i + 1 < corpora[n].n else [])
-                for i in range(corpora[n].n)
-            ],
-            k,
-        ),
+        "bm25-neighbours": lambda n, q, k: corpora[n].bm25(q, merged[n], k),
+        "bm25-neighbours-idf2": lambda n, q, k: corpora[n].bm25(q, merged[n], k, weight=corpora[n].weight),
         "ours (model)": lambda n, q, k: corpora[n].bm25f(q, k),
     }
     if not args.no_db:

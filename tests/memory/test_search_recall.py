@@ -13,9 +13,10 @@ from memory.search import search_history
 
 pytestmark = pytest.mark.django_db
 
-# Measured: recall@5 0.833, recall@10 0.861 (SQLite and PostgreSQL alike).
-MIN_RECALL_AT_5 = 0.80
-MIN_RECALL_AT_10 = 0.83
+# Measured: recall@5 0.847 (61 of 72), recall@10 0.875 (63 of 72), SQLite and PostgreSQL alike, with
+# IDF² term weights (0.833 / 0.861 with IDF¹). One question less fails.
+MIN_RECALL_AT_5 = 0.84
+MIN_RECALL_AT_10 = 0.87
 
 
 def test_recall_on_a_synthetic_conversation(session):
