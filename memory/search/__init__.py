@@ -58,6 +58,17 @@ class SearchHit:
 
 
 @dataclass(frozen=True)
+class Lookup:
+    """One query term as the index backends look it up: its matches with an id of at least `min_id`
+    (0: all), each worth `weight`; `df` is its document frequency in the session."""
+
+    term: str
+    df: int
+    min_id: int
+    weight: float
+
+
+@dataclass(frozen=True)
 class _SessionStats:
     messages: int
     body_terms: int
@@ -193,10 +204,14 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
         return []
     weights = {term: term_weight(frequencies[term], stats.messages) for term in terms}
 
-    lookups = [(term, _newest_bound(frequencies[term], stats), weights[term]) for term in terms]
+    lookups = [
+        Lookup(term=term, df=frequencies[term], min_id=_newest_bound(frequencies[term], stats), weight=weights[term])
+        for term in terms
+    ]
     shortlist = _backend().candidates(
         session_id=session.pk,
         lookups=lookups,
+        first_id=stats.first_id,
         max_id=stats.last_id,
         limit=max(RESCORED_CANDIDATES, 4 * limit),
     )

@@ -19,21 +19,43 @@ per row.
 
 from __future__ import annotations
 
-from django.db import connection
+from typing import TYPE_CHECKING
+
+from django.db import connection, transaction
 
 from memory.search.text import index_prefix
 
-_VECTOR = """array_to_tsvector(array_remove(array_remove(string_to_array(
-    replace(' ' || search_terms || ' ' || search_context, ' ', ' ' || session_id::text || '_'), ' '),
-    ''), session_id::text || '_'))"""
+if TYPE_CHECKING:
+    from memory.search import Lookup
+
+# A term is looked up by blocks of message ids once it is in this many messages of the session; its
+# plain posting list stops growing there. Blocks hold 2**BLOCK_BITS ids.
+COMMON_DF = 500
+BLOCK_BITS = 14
 
 _COUNT = "coalesce(array_length(string_to_array(nullif({0}, ''), ' '), 1), 0)"
 
 
 def _vectors_insert(rows: str) -> str:
+    """The side-table rows of `rows`: for each distinct term of a message's text and context, a block
+    lexeme `12_price_61` (session 12, block 61 of the ids), and while the term is in fewer than
+    COMMON_DF messages of the session (when the message is written) a plain lexeme `12_price` too.
+
+    A rare term is looked up by its plain lexeme: one short list. A common term is looked up by the
+    blocks of the id range memory.search bounds it to (its newest matches): a few short lists, never
+    one as long as the archive, whose decoding alone would cost milliseconds per term at 1M messages."""
     return f"""
         INSERT INTO memory_message_search (id, vector)
-            SELECT id, {_VECTOR} FROM {rows} WHERE search_terms <> '' OR search_context <> '';"""
+            SELECT r.id, array_to_tsvector(array_agg(DISTINCT l.lexeme))
+            FROM {rows} AS r
+            CROSS JOIN LATERAL unnest(string_to_array(r.search_terms || ' ' || r.search_context, ' ')) AS x(term)
+            LEFT JOIN memory_search_term AS t ON t.session_id = r.session_id AND t.term = x.term
+            CROSS JOIN LATERAL (VALUES
+                (r.session_id::text || '_' || x.term || '_' || (r.id >> {BLOCK_BITS})::text),
+                (CASE WHEN coalesce(t.df, 0) < {COMMON_DF} THEN r.session_id::text || '_' || x.term END)
+            ) AS l(lexeme)
+            WHERE x.term <> '' AND l.lexeme IS NOT NULL
+            GROUP BY r.id;"""
 
 
 def _vectors_delete(rows: str) -> str:
@@ -108,11 +130,12 @@ INSTALL = [
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_truncated()""",
 ]
 
-# Index what was archived before the index existed; the GIN index is built after the fill (faster
-# than growing it row by row).
+# Index what was archived before the index existed: statistics first, so that the terms common by now
+# are written in blocks from the start; the GIN index is built after the fill (faster than growing it
+# row by row).
 BACKFILL = [
-    _vectors_insert("conversations_message"),
     _stats_change("conversations_message", ""),
+    _vectors_insert("conversations_message"),
     "CREATE INDEX memory_message_search_vector ON memory_message_search USING gin (vector)",
 ]
 
@@ -145,22 +168,37 @@ def first_design_installed(cursor) -> bool:
     return cursor.fetchone() is not None
 
 
-def candidates(*, session_id: int, lookups: list[tuple[str, int, float]], max_id: int, limit: int) -> list[int]:
+def _tsquery(session_id: int, term: str, df: int, min_id: int, max_id: int) -> str:
+    """A rare term's plain lexeme, or a common term's block lexemes over [min_id, max_id]. The plain
+    list is complete while df < COMMON_DF: messages are only ever appended (a deleted session takes
+    its index along), so such a term never had the df that ends it."""
+    lexeme = index_prefix(session_id) + term
+    if df < COMMON_DF:
+        return f"'{lexeme}'"
+    blocks = range(min_id >> BLOCK_BITS, (max_id >> BLOCK_BITS) + 1)
+    return " | ".join(f"'{lexeme}_{block}'" for block in blocks)
+
+
+def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int) -> list[int]:
     """The `limit` messages of the session with the highest summed weight of the looked-up terms they
     hold (in their text or context), each term counted only in messages with an id of at least its
     lower bound. Aggregated in SQL, so only the shortlist crosses into Python."""
     parts: list[str] = []
     params: list[object] = []
-    for term, min_id, weight in lookups:
-        # The prefix already scopes the lexeme to the session. A bounded id range lets the planner AND
-        # the GIN bitmap with a small slice of the primary key instead of visiting every match of a
-        # common term (an open range would take every later message of every other session too).
-        bound = " AND id BETWEEN %s AND %s" if min_id else ""
+    for lookup in lookups:
+        # The prefix scopes the lexeme to the session, and the blocks keep a common term's lists short:
+        # the id bound is a filter on the few rows they point to (`id + 0` keeps the planner from
+        # ANDing them with a primary-key range, whose bitmap can cost more than the lists).
+        bound = " AND id + 0 BETWEEN %s AND %s" if lookup.min_id else ""
         parts.append("SELECT id, %s::float8 AS weight FROM memory_message_search WHERE vector @@ %s::tsquery" + bound)
-        params += [weight, "'" + index_prefix(session_id) + term + "'"]
-        if min_id:
-            params += [min_id, max_id]
-    with connection.cursor() as cursor:
+        params += [lookup.weight, _tsquery(session_id, lookup.term, lookup.df, lookup.min_id or first_id, max_id)]
+        if lookup.min_id:
+            params += [lookup.min_id, max_id]
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A few milliseconds of work: starting parallel workers, or JIT-compiling the plan (which the
+        # planner's guess of the lists' lengths can trigger), costs more than it saves.
+        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
+        cursor.execute("SET LOCAL jit = off")
         cursor.execute(
             f"SELECT id FROM ({' UNION ALL '.join(parts)}) AS matches GROUP BY id"
             " ORDER BY sum(weight) DESC, id DESC LIMIT %s",

@@ -13,9 +13,14 @@ maintained by the same triggers; ranking reads them instead of counting postings
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import connection
 
 from memory.search.text import index_prefix
+
+if TYPE_CHECKING:
+    from memory.search import Lookup
 
 
 def _prefixed(row: str) -> str:
@@ -120,18 +125,18 @@ UNINSTALL = [
 ]
 
 
-def candidates(*, session_id: int, lookups: list[tuple[str, int, float]], max_id: int, limit: int) -> list[int]:
+def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int) -> list[int]:
     """The `limit` messages of the session with the highest summed weight of the looked-up terms they
     hold (in their text or context), each term counted only in messages with an id of at least its
     lower bound. Aggregated in SQL, so only the shortlist crosses into Python."""
     parts: list[str] = []
     params: list[object] = []
-    for term, min_id, weight in lookups:
+    for lookup in lookups:
         parts.append(
             "SELECT rowid AS id, %s AS weight FROM memory_message_fts"
             " WHERE memory_message_fts MATCH %s AND rowid BETWEEN %s AND %s"
         )
-        params += [weight, '"' + index_prefix(session_id) + term + '"', min_id, max_id]
+        params += [lookup.weight, '"' + index_prefix(session_id) + lookup.term + '"', lookup.min_id, max_id]
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT id FROM ({' UNION ALL '.join(parts)}) GROUP BY id ORDER BY sum(weight) DESC, id DESC LIMIT %s",

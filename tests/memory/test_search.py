@@ -11,7 +11,7 @@ import memory.search as search
 from conversations.models import Message
 from conversations.services import message_append, message_build, messages_bulk_append, session_get_or_create
 from memory.search import search_history
-from memory.search.text import index_terms, query_terms, snippet
+from memory.search.text import index_prefix, index_terms, query_terms, snippet
 
 pytestmark = pytest.mark.django_db
 
@@ -263,6 +263,59 @@ def test_postgres_upgrade_moves_the_vector_to_the_side_table(session):
     assert ids(search_history(session=session, query="lighthouse keeper retiring", limit=5))[0] == old.id
     newer = say(session, "user", "The keeper's cottage will be sold.")  # the triggers work again
     assert ids(search_history(session=session, query="cottage", limit=5)) == [newer.id]
+
+
+@pytest.mark.postgres
+def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session):
+    """On PostgreSQL a term's postings go into id blocks once it is common in the session; a lookup,
+    bounded or not, still returns exactly the messages holding the term (own text or context)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    from memory.search import Lookup, postgres
+
+    ferry = index_terms("ferry")[0]
+    plain = postgres.COMMON_DF + 10
+    messages_bulk_append(  # plain postings: the term is not common yet when these statements run
+        messages=[
+            message_build(session=session, role="user", content=f"The ferry left at {index}.") for index in range(plain)
+        ],
+        batch_size=postgres.COMMON_DF - 5,
+    )
+    with connection.cursor() as cursor:  # the next messages land in later blocks of ids
+        cursor.execute(
+            "SELECT setval(pg_get_serial_sequence('conversations_message', 'id'), %s)",
+            [(Message.objects.latest("id").id >> postgres.BLOCK_BITS) + 2 << postgres.BLOCK_BITS],
+        )
+    later = [say(session, "assistant", f"The ferry was late again, by {index} minutes.") for index in range(3)]
+
+    def lexemes(message_id: int) -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT tsvector_to_array(vector) FROM memory_message_search WHERE id = %s", [message_id])
+            return cursor.fetchone()[0]
+
+    prefix = index_prefix(session.pk) + ferry
+    first = Message.objects.filter(session=session).earliest("id")
+    assert {prefix, f"{prefix}_{first.id >> postgres.BLOCK_BITS}"} <= set(lexemes(first.id))
+    assert f"{prefix}_{later[-1].id >> postgres.BLOCK_BITS}" in lexemes(later[-1].id)
+    assert prefix not in lexemes(later[-1].id)  # common by then: its plain list stopped growing
+
+    everything = list(Message.objects.filter(session=session).order_by("id"))
+    holding = [m.id for m in everything if ferry in (m.search_terms + " " + m.search_context).split()]
+    assert len(holding) == plain + len(later)
+    for min_id in (0, holding[postgres.COMMON_DF // 2], later[0].id):
+        found = postgres.candidates(
+            session_id=session.pk,
+            lookups=[Lookup(term=ferry, df=len(holding), min_id=min_id, weight=1.0)],
+            first_id=everything[0].id,
+            max_id=everything[-1].id,
+            limit=10_000,
+        )
+        assert sorted(found) == [message_id for message_id in holding if message_id >= min_id]
+    rare_lookup = Lookup(term=ferry, df=postgres.COMMON_DF - 1, min_id=0, weight=1.0)  # the plain list alone
+    found = postgres.candidates(
+        session_id=session.pk, lookups=[rare_lookup], first_id=first.id, max_id=later[-1].id, limit=10_000
+    )
+    assert sorted(found) == holding[:plain]
 
 
 HOSTILE_QUERIES = [
