@@ -195,10 +195,12 @@ def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id:
         if lookup.min_id:
             params += [lookup.min_id, max_id]
     with transaction.atomic(), connection.cursor() as cursor:
-        # A few milliseconds of work: starting parallel workers, or JIT-compiling the plan (which the
-        # planner's guess of the lists' lengths can trigger), costs more than it saves.
-        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-        cursor.execute("SET LOCAL jit = off")
+        # A few milliseconds of work, which the planner cannot know: it guesses the length of a block
+        # list it has no statistics for (most of them) at a fraction of the table, and with enough
+        # blocks or'ed picks a scan of the whole table, parallel workers or JIT compilation.
+        cursor.execute(
+            "SET LOCAL enable_seqscan = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off"
+        )
         cursor.execute(
             f"SELECT id FROM ({' UNION ALL '.join(parts)}) AS matches GROUP BY id"
             " ORDER BY sum(weight) DESC, id DESC LIMIT %s",
