@@ -95,27 +95,22 @@ def _backend():
     raise NotImplementedError(f"history search supports SQLite and PostgreSQL, not {connection.vendor}")
 
 
-def _session_stats(session_id: int) -> _SessionStats | None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT messages, body_terms, context_terms, first_id, last_id"
-            " FROM memory_search_session WHERE session_id = %s",
-            [session_id],
-        )
-        row = cursor.fetchone()
-    if row is None or row[0] <= 0:
-        return None
-    return _SessionStats(*row)
-
-
-def _document_frequencies(session_id: int, terms: list[str]) -> dict[str, int]:
+def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None, dict[str, int]]:
+    """The session's statistics and the document frequencies of those of `terms` it holds, in one
+    query: a search is a handful of short queries, and each round trip counts."""
     placeholders = ", ".join(["%s"] * len(terms))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT term, df FROM memory_search_term WHERE session_id = %s AND term IN ({placeholders})",
-            [session_id, *terms],
+            "SELECT s.messages, s.body_terms, s.context_terms, s.first_id, s.last_id, t.term, t.df"
+            " FROM memory_search_session AS s LEFT JOIN memory_search_term AS t"
+            f" ON t.session_id = s.session_id AND t.term IN ({placeholders}) AND t.df > 0"
+            " WHERE s.session_id = %s",
+            [*terms, session_id],
         )
-        return {term: df for term, df in cursor.fetchall() if df > 0}
+        rows = cursor.fetchall()
+    if not rows or rows[0][0] <= 0:
+        return None, {}
+    return _SessionStats(*rows[0][:5]), {term: df for *_, term, df in rows if term is not None}
 
 
 def idf(df: int, messages: int) -> float:
@@ -195,12 +190,9 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     terms = query_terms(query)
     if not terms:
         return []
-    stats = _session_stats(session.pk)
-    if stats is None:
-        return []
-    frequencies = _document_frequencies(session.pk, terms)
+    stats, frequencies = _statistics(session.pk, terms)
     terms = [term for term in terms if term in frequencies]
-    if not terms:
+    if stats is None or not terms:
         return []
     weights = {term: term_weight(frequencies[term], stats.messages) for term in terms}
 
