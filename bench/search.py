@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "buddy.settings")
+os.environ.setdefault("DJANGO_DEBUG", "0")  # as in production: no query log kept per query
 if not os.environ.get("DATABASE_URL"):
     (ROOT / "var" / "bench").mkdir(parents=True, exist_ok=True)
     os.environ["DATABASE_URL"] = f"sqlite:///{ROOT / 'var' / 'bench' / 'search.sqlite3'}"

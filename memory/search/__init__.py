@@ -161,16 +161,19 @@ def bm25f(
 
 
 def _rows(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
-    """Raw rows of the session's messages with these ids: a hot path, spared the ORM's query building."""
+    """Raw rows of the session's messages with these ids: a hot path, spared the ORM's query building
+    (and on PostgreSQL one array parameter, not one placeholder per id: binding 200 placeholders
+    costs psycopg a millisecond)."""
+    sql = f"SELECT {columns} FROM conversations_message WHERE session_id = %s AND id "
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql + "= ANY(%s)", [session_id, ids])
+            return cursor.fetchall()
     rows: list[tuple] = []
     for start in range(0, len(ids), 5000):  # SQLite's limit on parameters is 32,766
         chunk = ids[start : start + 5000]
-        placeholders = ", ".join(["%s"] * len(chunk))
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {columns} FROM conversations_message WHERE session_id = %s AND id IN ({placeholders})",
-                [session_id, *chunk],
-            )
+            cursor.execute(sql + f"IN ({', '.join(['%s'] * len(chunk))})", [session_id, *chunk])
             rows += cursor.fetchall()
     return rows
 
