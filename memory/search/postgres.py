@@ -28,8 +28,8 @@ from memory.search.text import index_prefix
 if TYPE_CHECKING:
     from memory.search import Lookup
 
-# A term is looked up by blocks of message ids once it is in this many messages of the session; its
-# plain posting list stops growing there. Blocks hold 2**BLOCK_BITS ids.
+# Once a term is in this many messages of a session, its new postings go into blocks of ids, and its
+# plain posting list stops growing. Blocks hold 2**BLOCK_BITS ids.
 COMMON_DF = 500
 BLOCK_BITS = 14
 
@@ -37,24 +37,23 @@ _COUNT = "coalesce(array_length(string_to_array(nullif({0}, ''), ' '), 1), 0)"
 
 
 def _vectors_insert(rows: str) -> str:
-    """The side-table rows of `rows`: for each distinct term of a message's text and context, a block
-    lexeme `12_price_61` (session 12, block 61 of the ids), and while the term is in fewer than
-    COMMON_DF messages of the session (when the message is written) a plain lexeme `12_price` too.
+    """The side-table rows of `rows`: one lexeme per distinct term of a message's text and context,
+    `12_price` (session 12) while the term is in fewer than COMMON_DF messages of the session when the
+    message is written, `12_price_61` (block 61 of the ids) from then on.
 
-    A rare term is looked up by its plain lexeme: one short list. A common term is looked up by the
-    blocks of the id range memory.search bounds it to (its newest matches): a few short lists, never
-    one as long as the archive, whose decoding alone would cost milliseconds per term at 1M messages."""
+    A rare term is looked up by its plain lexeme: one short list. A common term is looked up by its
+    plain list (which stopped growing at about COMMON_DF messages) and the blocks of the id range
+    memory.search bounds it to (its newest matches): a few short lists, never one as long as the
+    archive, whose decoding alone would cost milliseconds per term at 1M messages. Each posting is
+    stored once."""
     return f"""
         INSERT INTO memory_message_search (id, vector)
-            SELECT r.id, array_to_tsvector(array_agg(DISTINCT l.lexeme))
+            SELECT r.id, array_to_tsvector(array_agg(DISTINCT r.session_id::text || '_' || x.term
+                || CASE WHEN t.df >= {COMMON_DF} THEN '_' || (r.id >> {BLOCK_BITS})::text ELSE '' END))
             FROM {rows} AS r
             CROSS JOIN LATERAL unnest(string_to_array(r.search_terms || ' ' || r.search_context, ' ')) AS x(term)
             LEFT JOIN memory_search_term AS t ON t.session_id = r.session_id AND t.term = x.term
-            CROSS JOIN LATERAL (VALUES
-                (r.session_id::text || '_' || x.term || '_' || (r.id >> {BLOCK_BITS})::text),
-                (CASE WHEN coalesce(t.df, 0) < {COMMON_DF} THEN r.session_id::text || '_' || x.term END)
-            ) AS l(lexeme)
-            WHERE x.term <> '' AND l.lexeme IS NOT NULL
+            WHERE x.term <> ''
             GROUP BY r.id;"""
 
 
@@ -169,14 +168,14 @@ def first_design_installed(cursor) -> bool:
 
 
 def _tsquery(session_id: int, term: str, df: int, min_id: int, max_id: int) -> str:
-    """A rare term's plain lexeme, or a common term's block lexemes over [min_id, max_id]. The plain
-    list is complete while df < COMMON_DF: messages are only ever appended (a deleted session takes
-    its index along), so such a term never had the df that ends it."""
+    """The term's plain lexeme, or'ed with its block lexemes over [min_id, max_id] when it may have
+    some: a term gets blocks once common, and messages are only ever appended (a deleted session takes
+    its index along), so a df below COMMON_DF means it has none."""
     lexeme = index_prefix(session_id) + term
-    if df < COMMON_DF:
-        return f"'{lexeme}'"
-    blocks = range(min_id >> BLOCK_BITS, (max_id >> BLOCK_BITS) + 1)
-    return " | ".join(f"'{lexeme}_{block}'" for block in blocks)
+    lexemes = [lexeme]
+    if df >= COMMON_DF:
+        lexemes += [f"{lexeme}_{block}" for block in range(min_id >> BLOCK_BITS, (max_id >> BLOCK_BITS) + 1)]
+    return " | ".join(f"'{lexeme}'" for lexeme in lexemes)
 
 
 def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int) -> list[int]:

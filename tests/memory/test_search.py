@@ -295,7 +295,8 @@ def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session
 
     prefix = index_prefix(session.pk) + ferry
     first = Message.objects.filter(session=session).earliest("id")
-    assert {prefix, f"{prefix}_{first.id >> postgres.BLOCK_BITS}"} <= set(lexemes(first.id))
+    assert prefix in lexemes(first.id)
+    assert f"{prefix}_{first.id >> postgres.BLOCK_BITS}" not in lexemes(first.id)  # each posting once
     assert f"{prefix}_{later[-1].id >> postgres.BLOCK_BITS}" in lexemes(later[-1].id)
     assert prefix not in lexemes(later[-1].id)  # common by then: its plain list stopped growing
 
