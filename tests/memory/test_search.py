@@ -319,6 +319,16 @@ def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session
     assert sorted(found) == holding[:plain]
 
 
+@pytest.mark.postgres
+def test_postgres_index_has_no_pending_list():
+    """Every lookup would scan GIN's pending list of not-yet-merged postings: the index writes directly."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reloptions FROM pg_class WHERE relname = 'memory_message_search_vector'")
+        assert "fastupdate=off" in cursor.fetchone()[0]
+
+
 HOSTILE_QUERIES = [
     "",
     "   ",
