@@ -2,14 +2,15 @@
 
 `memory_message_search` is a narrow side table, one row per message with terms: its id and a
 tsvector of the terms of the message's text and context, each prefixed with the session id
-(`12_price`), built with array_to_tsvector so that PostgreSQL's own parser never re-splits the terms
-we computed in Python. Positions and weights are not stored; ranking (memory.search) needs only which
-messages hold a term.
+(`12_price`; once the term is common in the session, also the block of ids: `12_price_61`, see
+_vectors_insert), built with array_to_tsvector so that PostgreSQL's own parser never re-splits the
+terms we computed in Python. Positions and weights are not stored; ranking (memory.search) needs only
+which messages hold a term.
 
 Why a side table and not a column of conversations_message: a GIN match is a heap visit to fetch
-the row's id, and a message row (content JSON, readable text, terms, context) is ~2 KB, so on a long
-archive the visits of one query land on pages that are rarely in shared_buffers. Side-table rows are
-~10 times smaller: the recent part of an archive, where bounded lookups of common terms go
+the row's id, and a message row (content JSON, readable text, terms, context) is ~2.4 KB, so on a
+long archive the visits of one query land on pages that are rarely in shared_buffers. Side-table rows
+are ~0.7 KB: the recent part of an archive, where bounded lookups of common terms go
 (memory.search), stays cached. docs/bench-search.md has the measurements.
 
 The side table and the per-session statistics (message count, term counts, document frequencies)
