@@ -21,8 +21,8 @@ The database finds candidates, Python ranks them, the same way on both backends:
    question it answers, but below a message that names the topic itself.
 
 Scores are BM25F scores with squared IDF weights: higher is better, rarer terms weigh more, more
-matched terms win. How much
-the two bounds change results on a 1M-message archive is measured in docs/bench-search.md.
+matched terms win. How much the two bounds change results on a 1M-message archive is measured in
+docs/bench-search.md.
 """
 
 from __future__ import annotations

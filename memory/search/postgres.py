@@ -197,16 +197,32 @@ def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id:
         params += [lookup.weight, _tsquery(session_id, lookup.term, lookup.df, lookup.min_id or first_id, max_id)]
         if lookup.min_id:
             params += [lookup.min_id, max_id]
+    nested = connection.in_atomic_block
     with transaction.atomic(), connection.cursor() as cursor:
         # A few milliseconds of work, which the planner cannot know: it guesses the length of a block
         # list it has no statistics for (most of them) at a fraction of the table, and with enough
         # blocks or'ed picks a scan of the whole table, parallel workers or JIT compilation.
-        cursor.execute(
-            "SET LOCAL enable_seqscan = off; SET LOCAL max_parallel_workers_per_gather = 0; SET LOCAL jit = off"
-        )
+        if nested:  # settings local to the transaction would outlive this query in the caller's
+            cursor.execute(f"SELECT {', '.join('current_setting(%s)' for _ in _PLANNER_SETTINGS)}", _PLANNER_SETTINGS)
+            before = dict(zip(_PLANNER_SETTINGS, cursor.fetchone(), strict=True))
+        _planner_settings(cursor, {"enable_seqscan": "off", "jit": "off", "max_parallel_workers_per_gather": "0"})
         cursor.execute(
             f"SELECT id FROM ({' UNION ALL '.join(parts)}) AS matches GROUP BY id"
             " ORDER BY sum(weight) DESC, id DESC LIMIT %s",
             [*params, limit],
         )
-        return [row[0] for row in cursor.fetchall()]
+        found = [row[0] for row in cursor.fetchall()]
+        if nested:
+            _planner_settings(cursor, before)
+        return found
+
+
+_PLANNER_SETTINGS = ["enable_seqscan", "jit", "max_parallel_workers_per_gather"]
+
+
+def _planner_settings(cursor, values: dict[str, str]) -> None:
+    """Set planner settings for the current transaction only (one statement, any protocol)."""
+    cursor.execute(
+        f"SELECT {', '.join('set_config(%s, %s, true)' for _ in values)}",
+        [item for pair in values.items() for item in pair],
+    )

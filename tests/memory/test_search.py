@@ -329,6 +329,31 @@ def test_postgres_index_has_no_pending_list():
         assert "fastupdate=off" in cursor.fetchone()[0]
 
 
+@pytest.mark.postgres
+def test_postgres_lookup_settings_do_not_leak_into_the_callers_transaction(session):
+    """The lookup turns sequential scans, JIT and parallel workers off for its own query only, also
+    when it runs inside a transaction of the caller's (as every test here does)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+
+    def settings() -> tuple:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('enable_seqscan'), current_setting('jit'),"
+                " current_setting('max_parallel_workers_per_gather')"
+            )
+            return cursor.fetchone()
+
+    say(session, "user", "The harbour master retires in May.")
+    assert connection.in_atomic_block
+    before = settings()
+    assert before[0] == "on"
+
+    assert search_history(session=session, query="harbour master", limit=5)
+
+    assert settings() == before
+
+
 HOSTILE_QUERIES = [
     "",
     "   ",
