@@ -18,11 +18,7 @@ def upgrade(apps, schema_editor):
     with schema_editor.connection.cursor() as cursor:
         if not postgres.first_design_installed(cursor):
             return
-        for statement in postgres.UNINSTALL + postgres.INSTALL:
-            cursor.execute(statement)
-        cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # a faster GIN build on a long archive
-        for statement in postgres.BACKFILL:
-            cursor.execute(statement)
+        postgres.rebuild(cursor)
 
 
 class Migration(migrations.Migration):

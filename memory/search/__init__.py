@@ -60,12 +60,13 @@ class SearchHit:
 @dataclass(frozen=True)
 class Lookup:
     """One query term as the index backends look it up: its matches with an id of at least `min_id`
-    (0: all), each worth `weight`; `df` is its document frequency in the session."""
+    (0: all), each worth `weight`; `index_stats` holds the backend's own statistics of the term (the
+    columns it names in TERM_COLUMNS)."""
 
     term: str
-    df: int
     min_id: int
     weight: float
+    index_stats: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -95,13 +96,15 @@ def _backend():
     raise NotImplementedError(f"history search supports SQLite and PostgreSQL, not {connection.vendor}")
 
 
-def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None, dict[str, int]]:
-    """The session's statistics and the document frequencies of those of `terms` it holds, in one
-    query: a search is a handful of short queries, and each round trip counts."""
+def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None, dict[str, tuple]]:
+    """The session's statistics and, for those of `terms` it holds, their document frequency and the
+    index backend's own statistics of them (TERM_COLUMNS), in one query: a search is a handful of short
+    queries, and each round trip counts."""
     placeholders = ", ".join(["%s"] * len(terms))
+    extra = "".join(f", t.{column}" for column in _backend().TERM_COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT s.messages, s.body_terms, s.context_terms, s.first_id, s.last_id, t.term, t.df"
+            f"SELECT s.messages, s.body_terms, s.context_terms, s.first_id, s.last_id, t.term, t.df{extra}"
             " FROM memory_search_session AS s LEFT JOIN memory_search_term AS t"
             f" ON t.session_id = s.session_id AND t.term IN ({placeholders}) AND t.df > 0"
             " WHERE s.session_id = %s",
@@ -110,7 +113,7 @@ def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None
         rows = cursor.fetchall()
     if not rows or rows[0][0] <= 0:
         return None, {}
-    return _SessionStats(*rows[0][:5]), {term: df for *_, term, df in rows if term is not None}
+    return _SessionStats(*rows[0][:5]), {row[5]: row[6:] for row in rows if row[5] is not None}
 
 
 def idf(df: int, messages: int) -> float:
@@ -193,14 +196,19 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     terms = query_terms(query)
     if not terms:
         return []
-    stats, frequencies = _statistics(session.pk, terms)
-    terms = [term for term in terms if term in frequencies]
+    stats, term_stats = _statistics(session.pk, terms)
+    terms = [term for term in terms if term in term_stats]
     if stats is None or not terms:
         return []
-    weights = {term: term_weight(frequencies[term], stats.messages) for term in terms}
+    weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
 
     lookups = [
-        Lookup(term=term, df=frequencies[term], min_id=_newest_bound(frequencies[term], stats), weight=weights[term])
+        Lookup(
+            term=term,
+            min_id=_newest_bound(term_stats[term][0], stats),
+            weight=weights[term],
+            index_stats=term_stats[term][1:],
+        )
         for term in terms
     ]
     shortlist = _backend().candidates(

@@ -2,8 +2,8 @@
 
 `memory_message_search` is a narrow side table, one row per message with terms: its id and a
 tsvector of the terms of the message's text and context, each prefixed with the session id
-(`12_price`; once the term is common in the session, also the block of ids: `12_price_61`, see
-_vectors_insert), built with array_to_tsvector so that PostgreSQL's own parser never re-splits the
+(`12_price`; once the term is common in the session, with the block of ids instead: `12_price_61`,
+see _vectors_insert), built with array_to_tsvector so that PostgreSQL's own parser never re-splits the
 terms we computed in Python. Positions and weights are not stored; ranking (memory.search) needs only
 which messages hold a term.
 
@@ -13,9 +13,9 @@ long archive the visits of one query land on pages that are rarely in shared_buf
 are ~0.7 KB: the recent part of an archive, where bounded lookups of common terms go
 (memory.search), stays cached. docs/bench-search.md has the measurements.
 
-The side table and the per-session statistics (message count, term counts, document frequencies)
-are kept by statement-level triggers, so a bulk insert or COPY updates them once per statement, not
-per row.
+The side table and the per-session statistics (message count, term counts; per term its document
+frequency and where its plain list ends) are kept by statement-level triggers, so a bulk insert or
+COPY updates them once per statement, not per row.
 """
 
 from __future__ import annotations
@@ -30,30 +30,33 @@ if TYPE_CHECKING:
     from memory.search import Lookup
 
 # Once a term is in this many messages of a session, its new postings go into blocks of ids, and its
-# plain posting list stops growing. Blocks hold 2**BLOCK_BITS ids.
+# plain posting list stops growing. Blocks hold 2**BLOCK_BITS ids: a bounded lookup reads on average
+# half a block of postings below its bound, so smaller blocks read less (4,096 ids: 20 extra postings
+# for a term in 1 % of the messages; 16,384: 80), at the price of more, shorter lists in the index.
+# The index is written with these numbers: changing either needs a migration that rebuilds it.
 COMMON_DF = 500
-BLOCK_BITS = 14
+BLOCK_BITS = 12
 
 _COUNT = "coalesce(array_length(string_to_array(nullif({0}, ''), ' '), 1), 0)"
 
 
 def _vectors_insert(rows: str) -> str:
     """The side-table rows of `rows`: one lexeme per distinct term of a message's text and context,
-    `12_price` (session 12) while the term is in fewer than COMMON_DF messages of the session when the
-    message is written, `12_price_61` (block 61 of the ids) from then on.
+    `12_price` (session 12) while the message is within the term's plain list (its id is at most the
+    term's `plain_last`, see _terms_added), `12_price_61` (block 61 of the ids) past it.
 
-    A rare term is looked up by its plain lexeme: one short list. A common term is looked up by its
-    plain list (which stopped growing at about COMMON_DF messages) and the blocks of the id range
-    memory.search bounds it to (its newest matches): a few short lists, never one as long as the
-    archive, whose decoding alone would cost milliseconds per term at 1M messages. Each posting is
-    stored once."""
+    A rare term is looked up by its plain lexeme: one short list. A common term is looked up by the
+    blocks of the id range memory.search bounds it to (its newest matches), and by its plain list only
+    when the range reaches back into it: a few short lists, never one as long as the archive, whose
+    decoding alone would cost milliseconds per term at 1M messages. Each posting is stored once.
+    Runs after _terms_added, which has set `plain_last` for this statement's rows."""
     return f"""
         INSERT INTO memory_message_search (id, vector)
             SELECT r.id, array_to_tsvector(array_agg(DISTINCT r.session_id::text || '_' || x.term
-                || CASE WHEN t.df >= {COMMON_DF} THEN '_' || (r.id >> {BLOCK_BITS})::text ELSE '' END))
+                || CASE WHEN r.id > t.plain_last THEN '_' || (r.id >> {BLOCK_BITS})::text ELSE '' END))
             FROM {rows} AS r
             CROSS JOIN LATERAL unnest(string_to_array(r.search_terms || ' ' || r.search_context, ' ')) AS x(term)
-            LEFT JOIN memory_search_term AS t ON t.session_id = r.session_id AND t.term = x.term
+            JOIN memory_search_term AS t ON t.session_id = r.session_id AND t.term = x.term
             WHERE x.term <> ''
             GROUP BY r.id;"""
 
@@ -63,7 +66,7 @@ def _vectors_delete(rows: str) -> str:
         DELETE FROM memory_message_search WHERE id IN (SELECT id FROM {rows});"""
 
 
-def _stats_change(rows: str, sign: str) -> str:
+def _session_change(rows: str, sign: str) -> str:
     body = _COUNT.format("search_terms")
     context = _COUNT.format("search_context")
     return f"""
@@ -75,13 +78,50 @@ def _stats_change(rows: str, sign: str) -> str:
                 body_terms = s.body_terms + excluded.body_terms,
                 context_terms = s.context_terms + excluded.context_terms,
                 first_id = least(s.first_id, excluded.first_id),
-                last_id = greatest(s.last_id, excluded.last_id);
-        -- Sorted, so that concurrent inserts lock term rows in one order and never deadlock.
-        INSERT INTO memory_search_term AS t (session_id, term, df)
-            SELECT r.session_id, u.term, {sign}count(*) FROM {rows} AS r
+                last_id = greatest(s.last_id, excluded.last_id);"""
+
+
+def _row_terms(rows: str) -> str:
+    """Per message of `rows` (as r), its distinct terms (u.term) and whether each is in its own text
+    (u.body) or only in its context."""
+    return f"""FROM {rows} AS r
             CROSS JOIN LATERAL (
-                SELECT DISTINCT x AS term FROM unnest(string_to_array(r.search_terms, ' ')) AS x WHERE x <> ''
-            ) AS u
+                SELECT x.term, bool_or(x.body) AS body FROM (
+                    SELECT term, true AS body FROM unnest(string_to_array(r.search_terms, ' ')) AS term
+                    UNION ALL
+                    SELECT term, false FROM unnest(string_to_array(r.search_context, ' ')) AS term
+                ) AS x WHERE x.term <> '' GROUP BY x.term
+            ) AS u"""
+
+
+def _terms_added(rows: str) -> str:
+    """Statistics of the terms of appended rows: `df` counts the messages holding the term in their own
+    text; `last_id` is the newest message holding it in text or context, and `plain_last` the newest
+    written to its plain list. A term's postings are plain while it is in fewer than COMMON_DF
+    messages of the session before the statement (and has no blocks yet), blocked from then on.
+
+    The upsert takes the term's row lock before _vectors_insert reads `plain_last`, so concurrent
+    appends decide in turn, and every plain posting has an id of at most `plain_last`, every blocked
+    one an id in (`plain_last`, `last_id`]: what a lookup needs to know which lists to read. Sorted,
+    so that concurrent inserts lock term rows in one order and never deadlock."""
+    return f"""
+        INSERT INTO memory_search_term AS t (session_id, term, df, plain_last, last_id)
+            SELECT r.session_id, u.term, count(*) FILTER (WHERE u.body), max(r.id), max(r.id)
+            {_row_terms(rows)}
+            GROUP BY 1, 2 ORDER BY 1, 2
+            ON CONFLICT (session_id, term) DO UPDATE SET df = t.df + excluded.df,
+                plain_last = CASE WHEN t.df < {COMMON_DF} AND t.last_id <= t.plain_last
+                    THEN greatest(t.plain_last, excluded.plain_last) ELSE t.plain_last END,
+                last_id = greatest(t.last_id, excluded.last_id);"""
+
+
+def _terms_removed(rows: str) -> str:
+    """Statistics of the terms of removed rows: only `df` falls; the bounds stay, an upper bound is
+    all a lookup needs."""
+    return f"""
+        INSERT INTO memory_search_term AS t (session_id, term, df)
+            SELECT r.session_id, u.term, -count(*) FILTER (WHERE u.body)
+            {_row_terms(rows)}
             GROUP BY 1, 2 ORDER BY 1, 2
             ON CONFLICT (session_id, term) DO UPDATE SET df = t.df + excluded.df;"""
 
@@ -95,17 +135,30 @@ INSTALL = [
         first_id bigint NOT NULL, last_id bigint NOT NULL)""",
     """CREATE TABLE memory_search_term (
         session_id bigint NOT NULL, term text NOT NULL, df integer NOT NULL,
+        plain_last bigint NOT NULL DEFAULT 0, last_id bigint NOT NULL DEFAULT 0,
         PRIMARY KEY (session_id, term))""",
     f"""CREATE FUNCTION memory_search_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN {_vectors_insert("new_rows")} {_stats_change("new_rows", "")} RETURN NULL; END $$""",
+        BEGIN
+            {_session_change("new_rows", "")}
+            {_terms_added("new_rows")}
+            {_vectors_insert("new_rows")}
+            RETURN NULL;
+        END $$""",
     f"""CREATE FUNCTION memory_search_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN {_vectors_delete("old_rows")} {_stats_change("old_rows", "-")} RETURN NULL; END $$""",
+        BEGIN
+            {_vectors_delete("old_rows")}
+            {_session_change("old_rows", "-")}
+            {_terms_removed("old_rows")}
+            RETURN NULL;
+        END $$""",
     f"""CREATE FUNCTION memory_search_updated() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             {_vectors_delete("old_rows")}
+            {_session_change("old_rows", "-")}
+            {_terms_removed("old_rows")}
+            {_session_change("new_rows", "")}
+            {_terms_added("new_rows")}
             {_vectors_insert("new_rows")}
-            {_stats_change("old_rows", "-")}
-            {_stats_change("new_rows", "")}
             RETURN NULL;
         END $$""",
     """CREATE FUNCTION memory_search_sessions_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -130,11 +183,17 @@ INSTALL = [
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_truncated()""",
 ]
 
-# Index what was archived before the index existed: statistics first, so that the terms common by now
-# are written in blocks from the start; the GIN index is built after the fill (faster than growing it
-# row by row).
+# Index what was archived before the index existed: statistics first, with the terms common by now
+# (in COMMON_DF messages or more) given an empty plain list, so that they are written in blocks from
+# the start; the GIN index is built after the fill (faster than growing it row by row).
 BACKFILL = [
-    _stats_change("conversations_message", ""),
+    _session_change("conversations_message", ""),
+    f"""INSERT INTO memory_search_term (session_id, term, df, plain_last, last_id)
+        SELECT session_id, term, df, CASE WHEN df >= {COMMON_DF} THEN 0 ELSE last_id END, last_id FROM (
+            SELECT r.session_id, u.term, count(*) FILTER (WHERE u.body) AS df, max(r.id) AS last_id
+            {_row_terms("conversations_message")}
+            GROUP BY 1, 2
+        ) AS terms""",
     _vectors_insert("conversations_message"),
     # fastupdate off: with it on, new postings wait in a pending list (up to 4 MB) until a vacuum, and
     # every lookup scans the whole list: 900 pending messages made searches a third slower. Writing
@@ -162,6 +221,25 @@ UNINSTALL = [
 ]
 
 
+def rebuild(cursor) -> None:
+    """Drop the index, its triggers and statistics, and build them again from the archive: what a
+    migration runs when the design changed. Locks the message table while it runs."""
+    for statement in UNINSTALL + INSTALL:
+        cursor.execute(statement)
+    cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # a faster GIN build on a long archive
+    for statement in BACKFILL:
+        cursor.execute(statement)
+
+
+def terms_bounded(cursor) -> bool:
+    """Whether the term statistics record where each term's plain list ends (memory 0004)."""
+    cursor.execute(
+        "SELECT 1 FROM information_schema.columns"
+        " WHERE table_name = 'memory_search_term' AND column_name = 'plain_last'"
+    )
+    return cursor.fetchone() is not None
+
+
 def first_design_installed(cursor) -> bool:
     """Whether the database still has the first design: the tsvector as a column of the message table."""
     cursor.execute(
@@ -171,15 +249,20 @@ def first_design_installed(cursor) -> bool:
     return cursor.fetchone() is not None
 
 
-def _tsquery(session_id: int, term: str, df: int, min_id: int, max_id: int) -> str:
-    """The term's plain lexeme, or'ed with its block lexemes over [min_id, max_id] when it may have
-    some: a term gets blocks once common, and messages are only ever appended (a deleted session takes
-    its index along), so a df below COMMON_DF means it has none."""
+# The columns of memory_search_term that memory.search hands back in Lookup.index_stats.
+TERM_COLUMNS = ("plain_last", "last_id")
+
+
+def _tsquery(session_id: int, term: str, min_id: int, max_id: int, plain_last: int, last_id: int) -> str | None:
+    """The lexemes holding the term's matches with ids in [min_id, max_id]: its plain lexeme if the
+    range reaches back into the plain list, and the blocks of the part of the range past it. None when
+    there are none."""
     lexeme = index_prefix(session_id) + term
-    lexemes = [lexeme]
-    if df >= COMMON_DF:
-        lexemes += [f"{lexeme}_{block}" for block in range(min_id >> BLOCK_BITS, (max_id >> BLOCK_BITS) + 1)]
-    return " | ".join(f"'{lexeme}'" for lexeme in lexemes)
+    lexemes = [lexeme] if min_id <= plain_last else []
+    low, high = max(min_id, plain_last + 1), min(max_id, last_id)
+    if low <= high:  # a term has blocks only once its plain list stopped
+        lexemes += [f"{lexeme}_{block}" for block in range(low >> BLOCK_BITS, (high >> BLOCK_BITS) + 1)]
+    return " | ".join(f"'{lexeme}'" for lexeme in lexemes) or None
 
 
 def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int) -> list[int]:
@@ -189,14 +272,19 @@ def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id:
     parts: list[str] = []
     params: list[object] = []
     for lookup in lookups:
+        tsquery = _tsquery(session_id, lookup.term, lookup.min_id or first_id, max_id, *lookup.index_stats)
+        if tsquery is None:
+            continue
         # The prefix scopes the lexeme to the session, and the blocks keep a common term's lists short:
         # the id bound is a filter on the few rows they point to (`id + 0` keeps the planner from
         # ANDing them with a primary-key range, whose bitmap can cost more than the lists).
         bound = " AND id + 0 BETWEEN %s AND %s" if lookup.min_id else ""
         parts.append("SELECT id, %s::float8 AS weight FROM memory_message_search WHERE vector @@ %s::tsquery" + bound)
-        params += [lookup.weight, _tsquery(session_id, lookup.term, lookup.df, lookup.min_id or first_id, max_id)]
+        params += [lookup.weight, tsquery]
         if lookup.min_id:
             params += [lookup.min_id, max_id]
+    if not parts:
+        return []
     nested = connection.in_atomic_block
     with transaction.atomic(), connection.cursor() as cursor:
         # A few milliseconds of work, which the planner cannot know: it guesses the length of a block

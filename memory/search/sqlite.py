@@ -125,6 +125,11 @@ UNINSTALL = [
 ]
 
 
+# The columns of memory_search_term that memory.search hands back in Lookup.index_stats: none, FTS5
+# finds a term's matches in an id range by itself.
+TERM_COLUMNS = ()
+
+
 def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int) -> list[int]:
     """The `limit` messages of the session with the highest summed weight of the looked-up terms they
     hold (in their text or context), each term counted only in messages with an id of at least its

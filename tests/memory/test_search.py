@@ -265,10 +265,78 @@ def test_postgres_upgrade_moves_the_vector_to_the_side_table(session):
     assert ids(search_history(session=session, query="cottage", limit=5)) == [newer.id]
 
 
+def _postgres_term_lists(session_id: int, term: str) -> tuple[list[int], list[int], int, int]:
+    """The ids of a term's plain and blocked postings in the PostgreSQL index, with its plain_last and
+    last_id statistics."""
+    lexeme = index_prefix(session_id) + term
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, x.lexeme FROM memory_message_search, unnest(tsvector_to_array(vector)) AS x(lexeme)"
+            " WHERE x.lexeme = %s OR x.lexeme LIKE %s ORDER BY id",
+            [lexeme, lexeme + "\\_%"],
+        )
+        postings = cursor.fetchall()
+        cursor.execute(
+            "SELECT plain_last, last_id FROM memory_search_term WHERE session_id = %s AND term = %s",
+            [session_id, term],
+        )
+        plain_last, last_id = cursor.fetchone()
+    plain = [message_id for message_id, found in postings if found == lexeme]
+    blocked = [message_id for message_id, found in postings if found != lexeme]
+    return plain, blocked, plain_last, last_id
+
+
+def _assert_postgres_lists_bounded(session_id: int, term: str) -> None:
+    """What lookups rely on: every plain posting at most plain_last, every blocked one past it, in the
+    block of its id."""
+    from memory.search import postgres
+
+    plain, blocked, plain_last, last_id = _postgres_term_lists(session_id, term)
+    assert all(message_id <= plain_last for message_id in plain)
+    assert all(plain_last < message_id <= last_id for message_id in blocked)
+    with connection.cursor() as cursor:
+        for message_id in blocked:
+            cursor.execute(
+                "SELECT vector @@ %s::tsquery FROM memory_message_search WHERE id = %s",
+                [f"'{index_prefix(session_id)}{term}_{message_id >> postgres.BLOCK_BITS}'", message_id],
+            )
+            assert cursor.fetchone()[0]
+
+
+@pytest.mark.postgres
+def test_postgres_upgrade_records_where_plain_lists_end(session):
+    """memory 0004 on a database built before the term statistics had plain_last and last_id: the index
+    is rebuilt with them, and searches and appends work as before."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    import importlib
+
+    from memory.search import postgres
+
+    upgrade = importlib.import_module("memory.migrations.0004_search_plain_bounds").upgrade
+    old = say(session, "user", "The canal boat needs a new engine.")
+    say(session, "assistant", "Then we should ask the mechanic in town.")
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks: DROP TRIGGER refuses them
+        cursor.execute("ALTER TABLE memory_search_term DROP COLUMN plain_last, DROP COLUMN last_id")
+        assert not postgres.terms_bounded(cursor)
+
+    with connection.schema_editor() as editor:
+        upgrade(None, editor)
+
+    with connection.cursor() as cursor:
+        assert postgres.terms_bounded(cursor)
+    assert ids(search_history(session=session, query="canal boat engine", limit=5))[0] == old.id
+    newer = say(session, "user", "The canal freezes in January.")
+    assert ids(search_history(session=session, query="freezes", limit=5)) == [newer.id]
+    _assert_postgres_lists_bounded(session.pk, index_terms("canal")[0])
+
+
 @pytest.mark.postgres
 def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session):
     """On PostgreSQL a term's postings go into id blocks once it is common in the session; a lookup,
-    bounded or not, still returns exactly the messages holding the term (own text or context)."""
+    bounded or not, still returns exactly the messages holding the term (own text or context), and a
+    lookup bounded past the plain list does not read it."""
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL only")
     from memory.search import Lookup, postgres
@@ -288,35 +356,81 @@ def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session
         )
     later = [say(session, "assistant", f"The ferry was late again, by {index} minutes.") for index in range(3)]
 
-    def lexemes(message_id: int) -> list[str]:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT tsvector_to_array(vector) FROM memory_message_search WHERE id = %s", [message_id])
-            return cursor.fetchone()[0]
-
-    prefix = index_prefix(session.pk) + ferry
-    first = Message.objects.filter(session=session).earliest("id")
-    assert prefix in lexemes(first.id)
-    assert f"{prefix}_{first.id >> postgres.BLOCK_BITS}" not in lexemes(first.id)  # each posting once
-    assert f"{prefix}_{later[-1].id >> postgres.BLOCK_BITS}" in lexemes(later[-1].id)
-    assert prefix not in lexemes(later[-1].id)  # common by then: its plain list stopped growing
-
     everything = list(Message.objects.filter(session=session).order_by("id"))
     holding = [m.id for m in everything if ferry in (m.search_terms + " " + m.search_context).split()]
     assert len(holding) == plain + len(later)
+    plain_ids, blocked_ids, plain_last, last_id = _postgres_term_lists(session.pk, ferry)
+    assert plain_ids == holding[:plain]  # each posting once, in one list or the other
+    assert blocked_ids == [m.id for m in later]  # common by then: the plain list stopped growing
+    assert (plain_last, last_id) == (holding[plain - 1], later[-1].id)
+    _assert_postgres_lists_bounded(session.pk, ferry)
+
     for min_id in (0, holding[postgres.COMMON_DF // 2], later[0].id):
         found = postgres.candidates(
             session_id=session.pk,
-            lookups=[Lookup(term=ferry, df=len(holding), min_id=min_id, weight=1.0)],
+            lookups=[Lookup(term=ferry, min_id=min_id, weight=1.0, index_stats=(plain_last, last_id))],
             first_id=everything[0].id,
             max_id=everything[-1].id,
             limit=10_000,
         )
         assert sorted(found) == [message_id for message_id in holding if message_id >= min_id]
-    rare_lookup = Lookup(term=ferry, df=postgres.COMMON_DF - 1, min_id=0, weight=1.0)  # the plain list alone
-    found = postgres.candidates(
-        session_id=session.pk, lookups=[rare_lookup], first_id=first.id, max_id=later[-1].id, limit=10_000
+    prefix = index_prefix(session.pk) + ferry
+    assert f"'{prefix}'" not in postgres._tsquery(session.pk, ferry, later[0].id, later[-1].id, plain_last, last_id)
+    assert postgres._tsquery(session.pk, ferry, holding[0], plain_last, plain_last, plain_last) == f"'{prefix}'"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_postgres_concurrent_appends_keep_plain_and_blocked_lists_apart(session):
+    """Writers appending the same term around the moment it becomes common, each in its own
+    transaction: the term's statistics still bound its plain and blocked postings exactly (the term row
+    is locked before the lists are chosen), so no lookup misses a message."""
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only")
+    import threading
+
+    from memory.search import Lookup, postgres
+
+    kayak = index_terms("kayak")[0]
+    messages_bulk_append(
+        messages=[
+            message_build(session=session, role="user", content=f"The kayak trip, day {index}.")
+            for index in range(postgres.COMMON_DF - 6)
+        ]
     )
-    assert sorted(found) == holding[:plain]
+    barrier = threading.Barrier(4)
+
+    def writer(number: int) -> None:
+        from django.db import connections
+
+        try:
+            barrier.wait()
+            for index in range(4):
+                say(session, "user", f"Writer {number} booked kayak number {index}.")
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=writer, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    plain_ids, blocked_ids, plain_last, last_id = _postgres_term_lists(session.pk, kayak)
+    assert len(plain_ids) + len(blocked_ids) == postgres.COMMON_DF - 6 + 16
+    assert blocked_ids  # it became common on the way
+    _assert_postgres_lists_bounded(session.pk, kayak)
+    written = list(
+        Message.objects.filter(session=session, search_text__startswith="Writer").values_list("id", flat=True)
+    )
+    found = postgres.candidates(
+        session_id=session.pk,
+        lookups=[Lookup(term=kayak, min_id=min(written), weight=1.0, index_stats=(plain_last, last_id))],
+        first_id=min(plain_ids),
+        max_id=last_id,
+        limit=1_000,
+    )
+    assert sorted(found) == sorted(written)
 
 
 @pytest.mark.postgres
