@@ -11,7 +11,8 @@ hundred terms are in at least 1 % of the messages, as common words are in a real
 Queries have 1–6 terms after stop-word removal, and about a third of their terms are among those in
 ≥ 1 % of the messages. Each is timed end to end through memory.search.search_history (limit 10),
 after a warm-up; the `LIKE` baselines (the original design) are timed on a sample. Also reported:
-how much the candidate bounds change the top 10 against an unbounded ranking.
+how much the candidate bounds change the top 10 against an unbounded ranking, and with `--appends N`
+what keeping the index costs a message append.
 """
 
 from __future__ import annotations
@@ -278,6 +279,8 @@ def time_queries(label: str, pairs: list[tuple[object, str]]) -> None:
 
 
 def time_like(label: str, pairs: list[tuple[object, str]], per_word: bool) -> None:
+    if not pairs:
+        return
     timings = []
     with connection.cursor() as cursor:
         for session, query in pairs:
@@ -336,12 +339,47 @@ def bound_effect(session, queries: list[str]) -> None:
         )
 
 
+class _RolledBack(Exception):
+    pass
+
+
+def time_appends(session, count: int) -> None:
+    """`message_append` on the big session, the search index and statistics kept by the triggers: the
+    write cost of search. In one transaction, rolled back, so the data set stays as built (and on
+    PostgreSQL the side table is vacuumed afterwards: dead rows would linger in its pages)."""
+    if count <= 0:
+        return
+    from conversations.services import message_append
+
+    source = TextSource(seed=99)
+    timings = []
+    try:
+        with transaction.atomic():
+            for index in range(count):
+                text = source.message()
+                started = time.perf_counter()
+                message_append(session=session, role="user" if index % 2 == 0 else "assistant", content=text)
+                timings.append((time.perf_counter() - started) * 1000)
+            raise _RolledBack
+    except _RolledBack:
+        pass
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM memory_message_search, memory_search_term, memory_search_session")
+    print(
+        f"{'message_append, 1 session of 1M':<46} n={len(timings):<4} median {statistics.median(timings):6.1f} ms  "
+        f"p95 {percentile(timings, 0.95):6.1f} ms",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--like-queries", type=int, default=20)
     parser.add_argument("--bound-queries", type=int, default=40)
+    parser.add_argument("--appends", type=int, default=0, help="also time this many message appends (rolled back)")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the data set (a quick trial run)")
     args = parser.parse_args()
     global BIG_SESSION_MESSAGES, SMALL_SESSION_MESSAGES
@@ -379,7 +417,9 @@ def main() -> None:
     time_like("LIKE per word, 1 session of 1M", big_pairs[: args.like_queries], per_word=True)
     time_like("LIKE phrase, 1,000 sessions", small_pairs[: args.like_queries], per_word=False)
     time_like("LIKE per word, 1,000 sessions", small_pairs[: args.like_queries], per_word=True)
-    bound_effect(big, queries[: args.bound_queries])
+    if args.bound_queries:
+        bound_effect(big, queries[: args.bound_queries])
+    time_appends(big, args.appends)
 
 
 if __name__ == "__main__":
