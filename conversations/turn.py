@@ -185,18 +185,24 @@ def turn_run(
     turn_lease_release(session=session, lease_id=lease_id)
     # After the release: a client that answers the reply at once must not hit its own lease (409).
     push_frame(session, {"type": "assistant_message", "text": result.reply, "message_id": result.message_id})
-    _summaries_follow(session)
+    _memory_follow(session)
     return result
 
 
-def _summaries_follow(session: Session) -> None:
-    """Queue the summary job if the window nears its next step. Never fails a reply."""
+def _memory_follow(session: Session) -> None:
+    """Queue the summary job if the window nears its next step, and the vector job of semantic search.
+    Never fails a reply."""
+    from memory.semantic import vectors_schedule
     from memory.summaries import summary_schedule
 
     try:
         summary_schedule(session=session)
     except Exception:
         logger.exception("could not queue the summary of session %s", session.pk)
+    try:
+        vectors_schedule(session_id=session.pk)
+    except Exception:
+        logger.exception("could not queue the vectors of session %s", session.pk)
 
 
 def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResult:

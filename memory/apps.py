@@ -27,4 +27,6 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
+        from memory import checks  # noqa: F401  (registers the system checks)
+
         post_migrate.connect(_search_triggers_ensure, sender=self, dispatch_uid="memory_search_triggers")

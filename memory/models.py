@@ -25,3 +25,21 @@ class Summary(models.Model):
 
     def __str__(self) -> str:
         return f"summary of {self.session} through #{self.through_message_id}"
+
+
+class MessageVector(models.Model):
+    """A message's sentence embedding for semantic search (memory.semantic): the model's unit vector of
+    the message's text plus CONTEXT_WEIGHT times that of the message before it, as float16. Written by a
+    background job after each turn; a message without one is found by its words only."""
+
+    message = models.OneToOneField(
+        "conversations.Message", on_delete=models.CASCADE, primary_key=True, related_name="vector"
+    )
+    session = models.ForeignKey("conversations.Session", on_delete=models.CASCADE, related_name="+", db_index=False)
+    vector = models.BinaryField()
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "message"], name="messagevector_session_message")]
+
+    def __str__(self) -> str:
+        return f"vector of message #{self.message_id}"

@@ -191,51 +191,23 @@ def _aware(value: datetime | str) -> datetime:
 
 def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
     """The messages of `session` that best answer `query` (any text), best first, at most `limit`
-    (clamped to 1–MAX_LIMIT). A query with nothing left after stop words finds nothing."""
+    (clamped to 1–MAX_LIMIT). A query with nothing left after stop words finds nothing. With semantic
+    search on (memory.semantic), candidates found by meaning join those found by words, and all are
+    ranked by both."""
+    from memory import semantic
+
     limit = max(1, min(MAX_LIMIT, limit))
     terms = query_terms(query)
     if not terms:
         return []
     stats, term_stats = _statistics(session.pk, terms)
-    terms = [term for term in terms if term in term_stats]
-    if stats is None or not terms:
+    if stats is None:
         return []
-    weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
-
-    lookups = [
-        Lookup(
-            term=term,
-            min_id=_newest_bound(term_stats[term][0], stats),
-            weight=weights[term],
-            index_stats=term_stats[term][1:],
-        )
-        for term in terms
-    ]
-    shortlist = _backend().candidates(
-        session_id=session.pk,
-        lookups=lookups,
-        first_id=stats.first_id,
-        max_id=stats.last_id,
-        limit=max(RESCORED_CANDIDATES, 4 * limit),
-    )
-    scored = sorted(
-        (
-            (
-                bm25f(
-                    terms=weights,
-                    body=split_terms(body),
-                    context=split_terms(context),
-                    average_body=stats.average_body,
-                    average_context=stats.average_context,
-                ),
-                message_id,
-            )
-            for message_id, body, context in _rows(
-                "id, search_terms, search_context", session_id=session.pk, ids=shortlist
-            )
-        ),
-        reverse=True,
-    )[:limit]
+    terms = [term for term in terms if term in term_stats]
+    scored = _lexical(session_id=session.pk, stats=stats, term_stats=term_stats, terms=terms, limit=limit)
+    if semantic.enabled():
+        scored = semantic.rank(session_id=session.pk, query=query, lexical=scored)
+    scored = scored[:limit]
     if not scored:
         return []
     details = {
@@ -248,6 +220,8 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     }
     hits = []
     for score, message_id in scored:
+        if message_id not in details:
+            continue  # deleted since it was ranked
         role, created_at, text = details[message_id]
         hits.append(
             SearchHit(
@@ -259,3 +233,46 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
             )
         )
     return hits
+
+
+def _lexical(
+    *, session_id: int, stats: _SessionStats, term_stats: dict[str, tuple], terms: list[str], limit: int
+) -> list[tuple[float, int]]:
+    """(BM25F, message id) of the best-scoring candidates for `terms`, best first."""
+    if not terms:
+        return []
+    weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
+    lookups = [
+        Lookup(
+            term=term,
+            min_id=_newest_bound(term_stats[term][0], stats),
+            weight=weights[term],
+            index_stats=term_stats[term][1:],
+        )
+        for term in terms
+    ]
+    shortlist = _backend().candidates(
+        session_id=session_id,
+        lookups=lookups,
+        first_id=stats.first_id,
+        max_id=stats.last_id,
+        limit=max(RESCORED_CANDIDATES, 4 * limit),
+    )
+    return sorted(
+        (
+            (
+                bm25f(
+                    terms=weights,
+                    body=split_terms(body),
+                    context=split_terms(context),
+                    average_body=stats.average_body,
+                    average_context=stats.average_context,
+                ),
+                message_id,
+            )
+            for message_id, body, context in _rows(
+                "id, search_terms, search_context", session_id=session_id, ids=shortlist
+            )
+        ),
+        reverse=True,
+    )

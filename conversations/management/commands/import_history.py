@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from conversations.content import CHAT_ID_RE, DEFAULT_AGENT, DEFAULT_CHAT_ID
 from conversations.history_io import ImportLineError, history_import, history_validate
 from conversations.services import UnknownAgent, session_get_or_create
+from memory import semantic
 
 
 class Command(BaseCommand):
@@ -56,3 +57,6 @@ class Command(BaseCommand):
         if imported != count:
             raise CommandError(f"{file} changed while it was imported ({count} lines validated, {imported} imported).")
         self.stdout.write(f"Imported {imported:,} message(s) into {user}/{agent}/{chat_id}.")
+        if semantic.enabled():
+            semantic.vectors_schedule(session_id=session.pk)
+            self.stdout.write("Their semantic-search vectors are being written by the task workers.")

@@ -1,0 +1,221 @@
+"""Semantic search: sentence embeddings that find what the words of a question miss.
+
+History search ranks by words (memory.search). A question often shares no word with its answer: "Who is
+my new boss?" → "Priya Raman, from the Berlin office." (the reply to "So who do you report to now?"),
+"Which computer should I get?" → "The Dell XPS 13 …". A sentence-embedding model (all-MiniLM-L6-v2,
+run in numpy by memory.semantic.encoder) places such paraphrases near each other.
+
+- Each message gets one vector (MessageVector): the model's unit vector of its text plus
+  CONTEXT_WEIGHT times the unit vector of the message before it, so that a reply is found by the topic
+  of the message it answers (the same idea as the search context of the lexical index). Written by a
+  background job after each turn (`vectors_schedule`), in id order; `manage.py embed_history` fills an
+  existing archive.
+- A search adds to the lexical candidates the NEIGHBOURS messages whose vectors are closest to the
+  question's among the newest WINDOW messages of the session (a bounded scan: older messages are found
+  by their words only), and ranks every candidate by
+
+      score = BM25F / best BM25F of the query + SEMANTIC_WEIGHT × (question · vector)
+
+  The weights were chosen on bench/recall.py's tuning seeds (1–3) and checked on held-out seeds; the
+  figures are in docs/bench-search.md.
+
+BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" requires it, "off".
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from memory.semantic import encoder
+
+logger = logging.getLogger(__name__)
+
+CONTEXT_WEIGHT = 0.8
+SEMANTIC_WEIGHT = 3.5
+WINDOW = 20_000
+NEIGHBOURS = 50
+BATCH = 64
+# One vector job works this long at most, then queues the next (the task engine times out at 240 s).
+JOB_SECONDS = 60
+_DTYPE = np.float16
+
+
+def enabled() -> bool:
+    mode = settings.BUDDY_SEMANTIC_SEARCH
+    if mode == "off":
+        return False
+    if mode == "on":
+        return True
+    return encoder.available()
+
+
+def pack(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=_DTYPE).tobytes()
+
+
+def unpack(blobs: list) -> np.ndarray:
+    """float32 matrix of packed vectors (bytes, or memoryviews from PostgreSQL), one row each."""
+    if not blobs:
+        return np.zeros((0, encoder.DIMENSIONS), dtype=np.float32)
+    joined = b"".join(blobs)
+    return np.frombuffer(joined, dtype=_DTYPE).reshape(len(blobs), encoder.DIMENSIONS).astype(np.float32)
+
+
+def _embed(texts: list[str]) -> np.ndarray:
+    """Unit vectors of `texts`; an empty text gets the zero vector (nothing to find it by)."""
+    vectors = np.zeros((len(texts), encoder.DIMENSIONS), dtype=np.float32)
+    filled = [index for index, text in enumerate(texts) if text.strip()]
+    if filled:
+        vectors[filled] = encoder.encode([texts[index] for index in filled])
+    return vectors
+
+
+def vectors_update(session_id: int) -> int:
+    """The task: write the vectors of the session's messages after the newest one that has a vector,
+    in id order, BATCH at a time; returns how many were written. Safe to run twice, concurrently, or
+    after a worker was killed: a vector depends only on its message and the one before, and each is
+    written once (a conflicting insert is ignored)."""
+    from conversations.models import Message
+    from memory.models import MessageVector
+
+    if not enabled():
+        return 0
+    newest = (
+        MessageVector.objects.filter(session_id=session_id).order_by("-message_id").values_list("message_id", flat=True)
+    ).first() or 0
+    previous_text = Message.objects.filter(pk=newest).values_list("search_text", flat=True).first() or ""
+    written, deadline = 0, time.monotonic() + JOB_SECONDS
+    while rows := list(
+        Message.objects.filter(session_id=session_id, id__gt=newest)
+        .order_by("id")
+        .values_list("id", "search_text")[:BATCH]
+    ):
+        _write(session_id, rows, previous_text)
+        written += len(rows)
+        newest, previous_text = rows[-1]
+        if time.monotonic() > deadline:
+            # A long backlog (an import) goes on in a new job, well inside the task engine's timeout.
+            vectors_schedule(session_id=session_id)
+            break
+    return written
+
+
+def vectors_fill(session_id: int) -> int:
+    """Give every message of the session that has no vector one, wherever it lies (an archive from
+    before semantic search, a job that never ran); returns how many were written. For
+    `manage.py embed_history`: it reads the whole session."""
+    from conversations.models import Message
+
+    after, previous_text, written = 0, "", 0
+    while rows := list(
+        Message.objects.filter(session_id=session_id, id__gt=after)
+        .order_by("id")
+        .values_list("id", "search_text", "vector__message_id")[:1000]
+    ):
+        run: list[tuple[int, str]] = []  # consecutive messages without a vector
+        run_previous = previous_text
+        for message_id, text, has_vector in rows:
+            if has_vector is None:
+                if not run:
+                    run_previous = previous_text
+                run.append((message_id, text))
+            elif run:
+                written += _write_batched(session_id, run, run_previous)
+                run = []
+            previous_text = text
+        if run:
+            written += _write_batched(session_id, run, run_previous)
+        after = rows[-1][0]
+    return written
+
+
+def _write_batched(session_id: int, rows: list[tuple[int, str]], previous_text: str) -> int:
+    for start in range(0, len(rows), BATCH):
+        _write(session_id, rows[start : start + BATCH], rows[start - 1][1] if start else previous_text)
+    return len(rows)
+
+
+def _write(session_id: int, rows: list[tuple[int, str]], previous_text: str) -> None:
+    """Write the vectors of consecutive messages `rows` ((id, text)) of a session; `previous_text` is
+    the text of the message before the first ("" for the session's first: an empty text embeds as 0)."""
+    from memory.models import MessageVector
+
+    own = _embed([previous_text] + [text for _, text in rows])
+    combined = own[1:] + CONTEXT_WEIGHT * own[:-1]
+    MessageVector.objects.bulk_create(
+        [
+            MessageVector(message_id=message_id, session_id=session_id, vector=pack(vector))
+            for (message_id, _), vector in zip(rows, combined, strict=True)
+        ],
+        ignore_conflicts=True,
+    )
+
+
+def vectors_schedule(*, session_id: int) -> None:
+    """Queue the vector job of a session (after each turn, after an import)."""
+    from django_q.tasks import async_task
+
+    if enabled():
+        async_task("memory.semantic.vectors_update", session_id, group="vectors")
+
+
+def rank(*, session_id: int, query: str, lexical: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The lexical candidates ((BM25F, id), best first) and the NEIGHBOURS messages nearest to `query`
+    among the session's newest WINDOW, ranked by both (`fuse`), best first."""
+    vector = encoder.encode([query])[0]
+    ids, scores = _window(session_id, vector)
+    semantic = {int(ids[index]): float(scores[index]) for index in np.argsort(-scores, kind="stable")[:NEIGHBOURS]}
+    if lexical:
+        wanted = np.array([message_id for _, message_id in lexical], dtype=np.int64)
+        # ids come newest first: search the reversed (ascending) array.
+        ascending = ids[::-1]
+        positions = np.searchsorted(ascending, wanted).clip(0, max(0, len(ascending) - 1))
+        inside = (ascending[positions] == wanted) if len(ascending) else np.zeros(len(wanted), dtype=bool)
+        for message_id, position, found in zip(wanted.tolist(), positions.tolist(), inside.tolist(), strict=True):
+            if found:
+                semantic[message_id] = float(scores[len(ids) - 1 - position])
+        semantic.update(_similarities(session_id, vector, wanted[~inside].tolist()))
+    return fuse(lexical=lexical, semantic=semantic)
+
+
+def _window(session_id: int, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Ids (newest first) and similarities to `vector` of the session's newest WINDOW vectors."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s"
+            " ORDER BY message_id DESC LIMIT %s",
+            [session_id, WINDOW],
+        )
+        rows = cursor.fetchall()
+    ids = np.array([message_id for message_id, _ in rows], dtype=np.int64)
+    return ids, unpack([blob for _, blob in rows]) @ vector
+
+
+def _similarities(session_id: int, vector: np.ndarray, ids: list[int]) -> dict[int, float]:
+    """Similarity to `vector` of those of the session's messages `ids` that have a vector."""
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s"
+            f" AND message_id IN ({', '.join(['%s'] * len(ids))})",
+            [session_id, *ids],
+        )
+        rows = cursor.fetchall()
+    scores = unpack([blob for _, blob in rows]) @ vector
+    return {message_id: float(score) for (message_id, _), score in zip(rows, scores, strict=True)}
+
+
+def fuse(*, lexical: list[tuple[float, int]], semantic: dict[int, float]) -> list[tuple[float, int]]:
+    """Candidates ranked by BM25F / best BM25F + SEMANTIC_WEIGHT × similarity, best first; `lexical`
+    holds (BM25F, id) pairs. A message missing from one side scores 0 there."""
+    best = max((score for score, _ in lexical), default=0.0) or 1.0
+    fused = {message_id: score / best for score, message_id in lexical}
+    for message_id, similarity in semantic.items():
+        fused[message_id] = fused.get(message_id, 0.0) + SEMANTIC_WEIGHT * similarity
+    return sorted(((score, message_id) for message_id, score in fused.items()), reverse=True)

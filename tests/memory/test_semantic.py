@@ -1,0 +1,254 @@
+"""Semantic search (memory.semantic): message vectors written in the background, questions answered
+by meaning where they share no word with the answer, and the lexical ranking kept where words match."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from conversations.models import Message
+from conversations.services import message_append
+from memory import semantic
+from memory.models import MessageVector
+from memory.search import search_history
+from memory.semantic import encoder
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def semantic_on(settings):
+    settings.BUDDY_SEMANTIC_SEARCH = "on"
+    assert encoder.available(), encoder.INSTALL_HINT
+
+
+def say(session, role: str, text: str) -> Message:
+    return message_append(session=session, role=role, content=text)
+
+
+def small_talk(session, count: int) -> None:
+    lines = [
+        "The weather was fine and the coffee was hot today.",
+        "We walked the dog in the park again.",
+        "Did you see the match last night? What a finish.",
+        "I am baking bread this weekend, the sourdough finally works.",
+        "Traffic on the bridge was terrible this morning.",
+        "The tomatoes in the garden are almost ripe.",
+    ]
+    for index in range(count):
+        say(session, "user" if index % 2 == 0 else "assistant", f"{lines[index % len(lines)]} ({index})")
+
+
+def stored(message: Message) -> np.ndarray:
+    return semantic.unpack([MessageVector.objects.get(message=message).vector])[0]
+
+
+def boss_conversation(session) -> Message:
+    small_talk(session, 20)
+    say(session, "assistant", "So who do you report to now?")
+    answer = say(session, "user", "Priya Raman, from the Berlin office. Seems nice so far.")
+    small_talk(session, 20)
+    return answer
+
+
+# --- vectors -----------------------------------------------------------------------------------------
+
+
+def test_each_message_gets_its_vector_plus_the_one_before_it(session, semantic_on):
+    first = say(session, "user", "I need a new work laptop, help me choose.")
+    second = say(session, "assistant", "The Dell XPS 13; better battery than the others you listed.")
+    empty = say(session, "assistant", [{"type": "text", "text": "  "}])
+
+    assert semantic.vectors_update(session.pk) == 3
+
+    own_first, own_second = encoder.encode([first.search_text, second.search_text])
+    np.testing.assert_allclose(stored(first), own_first, atol=2e-3)
+    np.testing.assert_allclose(stored(second), own_second + semantic.CONTEXT_WEIGHT * own_first, atol=2e-3)
+    # An empty message has nothing of its own; it is still found by the message before it.
+    np.testing.assert_allclose(stored(empty), semantic.CONTEXT_WEIGHT * own_second, atol=2e-3)
+
+
+def test_vector_job_continues_where_it_stopped_and_is_safe_to_repeat(session, semantic_on, monkeypatch):
+    small_talk(session, 7)
+    complete = {}
+    semantic.vectors_update(session.pk)
+    for vector in MessageVector.objects.filter(session=session):
+        complete[vector.message_id] = semantic.unpack([vector.vector])[0]
+    MessageVector.objects.filter(session=session).delete()
+
+    # A worker killed after its first batch: what it wrote stays, the next job starts after it.
+    monkeypatch.setattr(semantic, "BATCH", 3)
+    calls = []
+    original = semantic._write
+
+    def killed_after_one_batch(*args):
+        if calls:
+            raise SystemExit("worker killed")
+        calls.append(1)
+        original(*args)
+
+    monkeypatch.setattr(semantic, "_write", killed_after_one_batch)
+    with pytest.raises(SystemExit):
+        semantic.vectors_update(session.pk)
+    assert MessageVector.objects.filter(session=session).count() == 3
+    monkeypatch.setattr(semantic, "_write", original)
+
+    assert semantic.vectors_update(session.pk) == 4
+    assert semantic.vectors_update(session.pk) == 0
+    vectors = {vector.message_id: semantic.unpack([vector.vector])[0] for vector in MessageVector.objects.all()}
+    assert vectors.keys() == complete.keys()
+    for message_id, vector in complete.items():
+        np.testing.assert_allclose(vectors[message_id], vector, atol=1e-4)
+
+
+def test_fill_writes_missing_vectors_anywhere_and_only_those(session, semantic_on):
+    small_talk(session, 9)
+    semantic.vectors_update(session.pk)
+    before = {vector.message_id: semantic.unpack([vector.vector])[0] for vector in MessageVector.objects.all()}
+    messages = list(Message.objects.filter(session=session).order_by("id"))
+    gaps = [messages[0].id, messages[4].id, messages[5].id, messages[8].id]
+    MessageVector.objects.filter(message_id__in=gaps).delete()
+
+    assert semantic.vectors_fill(session.pk) == len(gaps)
+
+    after = {vector.message_id: semantic.unpack([vector.vector])[0] for vector in MessageVector.objects.all()}
+    assert after.keys() == before.keys()
+    for message_id, vector in before.items():  # the same up to the batch's padding
+        np.testing.assert_allclose(after[message_id], vector, atol=1e-4)
+
+
+def test_a_turn_queues_the_vector_job(session, semantic_on):
+    from conversations.turn import _memory_follow
+
+    say(session, "user", "Remind me to water the plants.")
+    _memory_follow(session)  # tasks run inline in the tests (BUDDY_TASKS_SYNC)
+
+    assert MessageVector.objects.filter(session=session).count() == 1
+
+
+def test_no_vectors_and_no_job_when_semantic_search_is_off(session, settings):
+    settings.BUDDY_SEMANTIC_SEARCH = "off"
+    say(session, "user", "Remind me to water the plants.")
+
+    assert semantic.vectors_update(session.pk) == 0
+    assert not MessageVector.objects.exists()
+
+
+def test_embed_history_fills_an_archive(session, semantic_on):
+    small_talk(session, 5)
+    out = io.StringIO()
+
+    call_command("embed_history", stdout=out)
+
+    assert MessageVector.objects.filter(session=session).count() == 5
+    assert "Wrote 5 vector(s)" in out.getvalue()
+
+
+def test_embed_history_refuses_when_semantic_search_is_off(session, settings):
+    settings.BUDDY_SEMANTIC_SEARCH = "off"
+    with pytest.raises(CommandError, match="Semantic search is off"):
+        call_command("embed_history")
+
+
+# --- search ------------------------------------------------------------------------------------------
+
+
+def test_finds_an_answer_that_shares_no_word_with_the_question(session, semantic_on, settings):
+    answer = boss_conversation(session)
+    semantic.vectors_update(session.pk)
+
+    hits = search_history(session=session, query="Who is my new boss?", limit=3)
+    assert answer.id in [hit.message_id for hit in hits]
+    assert not any("[" in hit.snippet for hit in hits if hit.message_id == answer.id)
+
+    settings.BUDDY_SEMANTIC_SEARCH = "off"
+    assert answer.id not in [hit.message_id for hit in search_history(session=session, query="Who is my new boss?")]
+
+
+def test_query_words_absent_from_the_archive_still_find_by_meaning(session, semantic_on):
+    small_talk(session, 10)
+    answer = say(session, "user", "I reserved one with Hertz, pickup at the airport.")
+    small_talk(session, 10)
+    semantic.vectors_update(session.pk)
+
+    hits = search_history(session=session, query="Which rental vehicle agency?", limit=3)
+
+    assert hits[0].message_id == answer.id
+
+
+def test_words_still_rank_first_when_they_match(session, semantic_on):
+    one = say(session, "user", "The invoice for the roofing job arrived.")
+    small_talk(session, 6)
+    both = say(session, "user", "The roofing invoice from Kessler was wrong.")
+    # Not right after `both`: a reply inherits the match of the message before it (its context), on
+    # purpose, by words and by vector alike.
+    small_talk(session, 2)
+    say(session, "user", "Kessler called about something else.")
+    semantic.vectors_update(session.pk)
+
+    hits = search_history(session=session, query="Kessler roofing invoice", limit=5)
+
+    assert hits[0].message_id == both.id
+    assert one.id in [hit.message_id for hit in hits]
+    assert all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
+
+
+def test_messages_without_vectors_are_found_by_words(session, semantic_on):
+    small_talk(session, 6)
+    late = say(session, "user", "The zeppelin exhibition opens on Friday.")  # its job has not run yet
+
+    hits = search_history(session=session, query="zeppelin exhibition", limit=3)
+
+    assert hits[0].message_id == late.id
+
+
+def test_only_the_newest_window_is_scanned_by_vector(session, semantic_on, monkeypatch):
+    answer = boss_conversation(session)
+    semantic.vectors_update(session.pk)
+    monkeypatch.setattr(semantic, "WINDOW", 10)
+
+    hits = search_history(session=session, query="Who is my new boss?", limit=3)
+
+    assert answer.id not in [hit.message_id for hit in hits]
+
+
+def test_hostile_queries_with_semantic_search(client: Client, user, session, semantic_on):
+    boss_conversation(session)
+    semantic.vectors_update(session.pk)
+    client.force_login(user)
+    for query in ['"unclosed', "-(", "ünïcödé 🚀 名前", "x" * 10_000, "word " * 2000, "a b c"]:
+        response = client.get("/memory/search", {"q": query, "chat_id": "main"})
+        assert response.status_code == 200, query
+        assert isinstance(response.json()["results"], list)
+
+
+def test_search_is_scoped_to_one_session_by_vector_too(session, user, other_user, semantic_on):
+    from conversations.services import session_get_or_create
+
+    boss_conversation(session)
+    semantic.vectors_update(session.pk)
+    other = session_get_or_create(user=other_user, agent_slug="buddy", chat_id="main")
+    say(other, "user", "Hello there.")
+    semantic.vectors_update(other.pk)
+
+    hits = search_history(session=other, query="Who is my new boss?", limit=10)
+
+    assert {hit.message_id for hit in hits} <= set(Message.objects.filter(session=other).values_list("id", flat=True))
+
+
+def test_system_checks_refuse_a_missing_model_and_a_mistyped_mode(settings, monkeypatch):
+    from memory.checks import semantic_search_check
+
+    settings.BUDDY_SEMANTIC_SEARCH = "on"
+    assert semantic_search_check(None) == []
+    monkeypatch.setattr(encoder, "available", lambda: False)
+    assert [error.id for error in semantic_search_check(None)] == ["memory.E002"]
+    settings.BUDDY_SEMANTIC_SEARCH = "auto"
+    assert semantic_search_check(None) == []
+    assert not semantic.enabled()
+    settings.BUDDY_SEMANTIC_SEARCH = "yes"
+    assert [error.id for error in semantic_search_check(None)] == ["memory.E001"]
