@@ -17,6 +17,16 @@ hypothesis_settings.register_profile("dev", deadline=None, max_examples=30)
 hypothesis_settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+@pytest.fixture(autouse=True)
+def _semantic_windows_forgotten():
+    """Semantic search keeps each session's vector window per process, checked by id and count; a test
+    database rolled back between tests reuses ids, so every test starts with none cached."""
+    yield
+    from memory.semantic import windows_forget
+
+    windows_forget()
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """One test database per run (by pid), so concurrent runs on one PostgreSQL never collide."""

@@ -200,13 +200,14 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     terms = query_terms(query)
     if not terms:
         return []
+    vector = semantic.query_vector(query) if semantic.enabled() else None
     stats, term_stats = _statistics(session.pk, terms)
     if stats is None:
         return []
     terms = [term for term in terms if term in term_stats]
     scored = _lexical(session_id=session.pk, stats=stats, term_stats=term_stats, terms=terms, limit=limit)
-    if semantic.enabled():
-        scored = semantic.rank(session_id=session.pk, query=query, lexical=scored)
+    if vector is not None:
+        scored = semantic.rank(session_id=session.pk, vector=vector.result(), lexical=scored)
     scored = scored[:limit]
     if not scored:
         return []

@@ -25,7 +25,11 @@ BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" 
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 import numpy as np
 from django.conf import settings
@@ -38,6 +42,8 @@ logger = logging.getLogger(__name__)
 CONTEXT_WEIGHT = 0.8
 SEMANTIC_WEIGHT = 3.5
 WINDOW = 20_000
+# Vectors of windows kept per process, all sessions together (float32: 1.5 KB each, so ~90 MB).
+CACHED_VECTORS = 60_000
 NEIGHBOURS = 50
 BATCH = 64
 # One vector job works this long at most, then queues the next (the task engine times out at 240 s).
@@ -164,36 +170,98 @@ def vectors_schedule(*, session_id: int) -> None:
         async_task("memory.semantic.vectors_update", session_id, group="vectors")
 
 
-def rank(*, session_id: int, query: str, lexical: list[tuple[float, int]]) -> list[tuple[float, int]]:
-    """The lexical candidates ((BM25F, id), best first) and the NEIGHBOURS messages nearest to `query`
-    among the session's newest WINDOW, ranked by both (`fuse`), best first."""
-    vector = encoder.encode([query])[0]
-    ids, scores = _window(session_id, vector)
-    semantic = {int(ids[index]): float(scores[index]) for index in np.argsort(-scores, kind="stable")[:NEIGHBOURS]}
+_encoding = ThreadPoolExecutor(max_workers=2, thread_name_prefix="query-encoder")
+
+
+def query_vector(query: str) -> Future:
+    """The query's vector, computed on a thread of its own (the encoder's matrix products and the
+    database both release the GIL): a search looks up its words meanwhile."""
+    return _encoding.submit(lambda: encoder.encode([query])[0])
+
+
+def rank(*, session_id: int, vector: np.ndarray, lexical: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The lexical candidates ((BM25F, id), best first) and the NEIGHBOURS messages nearest to the
+    query's `vector` among the session's newest WINDOW, ranked by both (`fuse`), best first."""
+    window = _window(session_id)
+    scores = window.matrix @ vector
+    nearest = np.argpartition(-scores, NEIGHBOURS)[:NEIGHBOURS] if len(scores) > NEIGHBOURS else range(len(scores))
+    semantic = {int(window.ids[index]): float(scores[index]) for index in nearest}
     if lexical:
         wanted = np.array([message_id for _, message_id in lexical], dtype=np.int64)
-        # ids come newest first: search the reversed (ascending) array.
-        ascending = ids[::-1]
-        positions = np.searchsorted(ascending, wanted).clip(0, max(0, len(ascending) - 1))
-        inside = (ascending[positions] == wanted) if len(ascending) else np.zeros(len(wanted), dtype=bool)
-        for message_id, position, found in zip(wanted.tolist(), positions.tolist(), inside.tolist(), strict=True):
-            if found:
-                semantic[message_id] = float(scores[len(ids) - 1 - position])
+        positions = np.searchsorted(window.ids, wanted).clip(0, max(0, len(window.ids) - 1))
+        inside = window.ids[positions] == wanted if len(window.ids) else np.zeros(len(wanted), dtype=bool)
+        for message_id, position in zip(wanted[inside].tolist(), positions[inside].tolist(), strict=True):
+            semantic[message_id] = float(scores[position])
         semantic.update(_similarities(session_id, vector, wanted[~inside].tolist()))
     return fuse(lexical=lexical, semantic=semantic)
 
 
-def _window(session_id: int, vector: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Ids (newest first) and similarities to `vector` of the session's newest WINDOW vectors."""
+@dataclass(frozen=True)
+class _Window:
+    ids: np.ndarray  # ascending
+    matrix: np.ndarray  # float32, a row per id
+
+    @property
+    def size(self) -> int:
+        return len(self.ids)
+
+
+_windows: OrderedDict[int, _Window] = OrderedDict()
+_windows_lock = threading.Lock()
+
+
+def _window(session_id: int) -> _Window:
+    """The session's newest WINDOW vectors. Kept per process (least recently used out past
+    CACHED_VECTORS in all): a search then reads only the vectors written since the last one, plus a
+    count that tells whether any older one came or went (a gap filled, a message deleted), in which case
+    the window is read again."""
+    with _windows_lock:
+        cached = _windows.get(session_id)
+    window = _window_read(session_id, cached)
+    with _windows_lock:
+        _windows[session_id] = window
+        _windows.move_to_end(session_id)
+        total = sum(entry.size for entry in _windows.values())
+        while total > CACHED_VECTORS and len(_windows) > 1:
+            _, evicted = _windows.popitem(last=False)
+            total -= evicted.size
+    return window
+
+
+def windows_forget() -> None:
+    """Drop the process's cached windows (the tests: a rolled-back database reuses ids)."""
+    with _windows_lock:
+        _windows.clear()
+
+
+def _window_read(session_id: int, cached: _Window | None) -> _Window:
     with connection.cursor() as cursor:
+        if cached is not None and cached.size:
+            cursor.execute(
+                "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id > %s"
+                " ORDER BY message_id LIMIT %s",
+                [session_id, int(cached.ids[-1]), WINDOW],
+            )
+            rows = cursor.fetchall()
+            cursor.execute(
+                "SELECT count(*) FROM memory_messagevector WHERE session_id = %s AND message_id >= %s",
+                [session_id, int(cached.ids[0])],
+            )
+            if cursor.fetchone()[0] == cached.size + len(rows):
+                if not rows:
+                    return cached
+                ids = np.concatenate([cached.ids, np.array([message_id for message_id, _ in rows], dtype=np.int64)])
+                matrix = np.concatenate([cached.matrix, unpack([blob for _, blob in rows])])
+                return _Window(ids=ids[-WINDOW:], matrix=matrix[-WINDOW:])
         cursor.execute(
             "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s"
             " ORDER BY message_id DESC LIMIT %s",
             [session_id, WINDOW],
         )
-        rows = cursor.fetchall()
-    ids = np.array([message_id for message_id, _ in rows], dtype=np.int64)
-    return ids, unpack([blob for _, blob in rows]) @ vector
+        rows = cursor.fetchall()[::-1]
+    return _Window(
+        ids=np.array([message_id for message_id, _ in rows], dtype=np.int64), matrix=unpack([blob for _, blob in rows])
+    )
 
 
 def _similarities(session_id: int, vector: np.ndarray, ids: list[int]) -> dict[int, float]:

@@ -122,12 +122,13 @@ def test_fill_writes_missing_vectors_anywhere_and_only_those(session, semantic_o
 
 
 def test_a_turn_queues_the_vector_job(session, semantic_on):
-    from conversations.turn import _memory_follow
+    from conversations.turn import turn_run
 
-    say(session, "user", "Remind me to water the plants.")
-    _memory_follow(session)  # tasks run inline in the tests (BUDDY_TASKS_SYNC)
+    turn_run(session=session, text="Remind me to water the plants.")  # tasks run inline (BUDDY_TASKS_SYNC)
 
-    assert MessageVector.objects.filter(session=session).count() == 1
+    archived = set(Message.objects.filter(session=session).values_list("id", flat=True))
+    assert len(archived) >= 2
+    assert set(MessageVector.objects.filter(session=session).values_list("message_id", flat=True)) == archived
 
 
 def test_no_vectors_and_no_job_when_semantic_search_is_off(session, settings):
@@ -252,3 +253,42 @@ def test_system_checks_refuse_a_missing_model_and_a_mistyped_mode(settings, monk
     assert not semantic.enabled()
     settings.BUDDY_SEMANTIC_SEARCH = "yes"
     assert [error.id for error in semantic_search_check(None)] == ["memory.E001"]
+
+
+def test_the_cached_window_follows_new_filled_and_deleted_vectors(session, semantic_on):
+    small_talk(session, 12)
+    semantic.vectors_update(session.pk)
+    query = "Who is my new boss?"
+    assert search_history(session=session, query=query, limit=3)  # the window is cached now
+
+    say(session, "assistant", "So who do you report to now?")
+    answer = say(session, "user", "Priya Raman, from the Berlin office. Seems nice so far.")
+    semantic.vectors_update(session.pk)
+    assert answer.id in [hit.message_id for hit in search_history(session=session, query=query, limit=3)]
+
+    # An older vector written after the window was cached (embed_history filling a gap).
+    older = Message.objects.filter(session=session).order_by("id")[5]
+    Message.objects.filter(pk=older.pk).update(search_text="My manager is Priya now, she runs the Berlin office.")
+    MessageVector.objects.filter(message=older).delete()
+    search_history(session=session, query=query, limit=3)
+    semantic.vectors_fill(session.pk)
+    assert older.id in [hit.message_id for hit in search_history(session=session, query=query, limit=3)]
+
+    # A deleted message leaves the results at once.
+    answer.delete()
+    hits = search_history(session=session, query=query, limit=3)
+    assert answer.id not in [hit.message_id for hit in hits]
+    assert len(hits) == 3
+
+
+def test_cached_windows_are_bounded_per_process(user, agent, semantic_on, monkeypatch):
+    from conversations.services import session_get_or_create
+
+    monkeypatch.setattr(semantic, "CACHED_VECTORS", 8)
+    sessions = [session_get_or_create(user=user, agent_slug="buddy", chat_id=f"chat-{n}") for n in range(3)]
+    for session in sessions:
+        small_talk(session, 4)
+        semantic.vectors_update(session.pk)
+        search_history(session=session, query="coffee and bread", limit=3)
+
+    assert list(semantic._windows) == [sessions[1].pk, sessions[2].pk]
