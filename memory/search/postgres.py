@@ -20,6 +20,8 @@ COPY updates them once per statement, not per row.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from django.db import connection, transaction
@@ -285,27 +287,41 @@ def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id:
             params += [lookup.min_id, max_id]
     if not parts:
         return []
-    nested = connection.in_atomic_block
-    with transaction.atomic(), connection.cursor() as cursor:
-        # A few milliseconds of work, which the planner cannot know: it guesses the length of a block
-        # list it has no statistics for (most of them) at a fraction of the table, and with enough
-        # blocks or'ed picks a scan of the whole table, parallel workers or JIT compilation.
-        if nested:  # settings local to the transaction would outlive this query in the caller's
-            cursor.execute(f"SELECT {', '.join('current_setting(%s)' for _ in _PLANNER_SETTINGS)}", _PLANNER_SETTINGS)
-            before = dict(zip(_PLANNER_SETTINGS, cursor.fetchone(), strict=True))
-        _planner_settings(cursor, {"enable_seqscan": "off", "jit": "off", "max_parallel_workers_per_gather": "0"})
+    # A few milliseconds of work, which the planner cannot know: it guesses the length of a block list
+    # it has no statistics for (most of them) at a fraction of the table, and with enough blocks or'ed
+    # picks a scan of the whole table, parallel workers or JIT compilation.
+    with planned({"enable_seqscan": "off", "jit": "off", "max_parallel_workers_per_gather": "0"}) as cursor:
         cursor.execute(
             f"SELECT id FROM ({' UNION ALL '.join(parts)}) AS matches GROUP BY id"
             " ORDER BY sum(weight) DESC, id DESC LIMIT %s",
             [*params, limit],
         )
-        found = [row[0] for row in cursor.fetchall()]
+        return [row[0] for row in cursor.fetchall()]
+
+
+_PLANNER_SETTINGS = [
+    "enable_seqscan",
+    "enable_indexscan",
+    "enable_bitmapscan",
+    "jit",
+    "max_parallel_workers_per_gather",
+]
+
+
+@contextmanager
+def planned(values: dict[str, str]) -> Iterator:
+    """A cursor in a transaction whose planner settings (of _PLANNER_SETTINGS) are `values`; inside a
+    caller's transaction they are put back afterwards, where settings local to the transaction would
+    otherwise outlive the query."""
+    nested = connection.in_atomic_block
+    with transaction.atomic(), connection.cursor() as cursor:
+        if nested:
+            cursor.execute(f"SELECT {', '.join('current_setting(%s)' for _ in _PLANNER_SETTINGS)}", _PLANNER_SETTINGS)
+            before = dict(zip(_PLANNER_SETTINGS, cursor.fetchone(), strict=True))
+        _planner_settings(cursor, values)
+        yield cursor
         if nested:
             _planner_settings(cursor, before)
-        return found
-
-
-_PLANNER_SETTINGS = ["enable_seqscan", "jit", "max_parallel_workers_per_gather"]
 
 
 def _planner_settings(cursor, values: dict[str, str]) -> None:

@@ -44,6 +44,8 @@ SEMANTIC_WEIGHT = 3.5
 WINDOW = 20_000
 # Vectors of windows kept per process, all sessions together (float32: 1.5 KB each, so ~90 MB).
 CACHED_VECTORS = 60_000
+# How often a cached window is checked whole against the database (seconds).
+CHECK_SECONDS = 5.0
 NEIGHBOURS = 50
 BATCH = 64
 # One vector job works this long at most, then queues the next (the task engine times out at 240 s).
@@ -200,6 +202,7 @@ def rank(*, session_id: int, vector: np.ndarray, lexical: list[tuple[float, int]
 class _Window:
     ids: np.ndarray  # ascending
     matrix: np.ndarray  # float32, a row per id
+    checked_at: float  # time.monotonic() when it was last checked whole against the database
 
     @property
     def size(self) -> int:
@@ -212,9 +215,9 @@ _windows_lock = threading.Lock()
 
 def _window(session_id: int) -> _Window:
     """The session's newest WINDOW vectors. Kept per process (least recently used out past
-    CACHED_VECTORS in all): a search then reads only the vectors written since the last one, plus a
-    count that tells whether any older one came or went (a gap filled, a message deleted), in which case
-    the window is read again."""
+    CACHED_VECTORS in all): a search then reads only the vectors written since the last one. At most
+    every CHECK_SECONDS a count also tells whether any older one came or went (a gap filled by
+    embed_history, a message deleted), and if so the window is read again."""
     with _windows_lock:
         cached = _windows.get(session_id)
     window = _window_read(session_id, cached)
@@ -235,33 +238,67 @@ def windows_forget() -> None:
 
 
 def _window_read(session_id: int, cached: _Window | None) -> _Window:
-    with connection.cursor() as cursor:
-        if cached is not None and cached.size:
+    if cached is not None and cached.size:
+        with _cursor(_ROWS_PLAN) as cursor:
             cursor.execute(
-                "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id > %s"
-                " ORDER BY message_id LIMIT %s",
-                [session_id, int(cached.ids[-1]), WINDOW],
+                "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id > %s",
+                [session_id, int(cached.ids[-1])],
             )
-            rows = cursor.fetchall()
+            new = _as_window(cursor.fetchall(), checked_at=cached.checked_at)
+        window = (
+            _Window(
+                ids=np.concatenate([cached.ids, new.ids])[-WINDOW:],
+                matrix=np.concatenate([cached.matrix, new.matrix])[-WINDOW:],
+                checked_at=cached.checked_at,
+            )
+            if new.size
+            else cached
+        )
+        if time.monotonic() - window.checked_at < CHECK_SECONDS:
+            return window
+        with _cursor(_INDEX_PLAN) as cursor:
             cursor.execute(
                 "SELECT count(*) FROM memory_messagevector WHERE session_id = %s AND message_id >= %s",
-                [session_id, int(cached.ids[0])],
+                [session_id, int(window.ids[0])],
             )
-            if cursor.fetchone()[0] == cached.size + len(rows):
-                if not rows:
-                    return cached
-                ids = np.concatenate([cached.ids, np.array([message_id for message_id, _ in rows], dtype=np.int64)])
-                matrix = np.concatenate([cached.matrix, unpack([blob for _, blob in rows])])
-                return _Window(ids=ids[-WINDOW:], matrix=matrix[-WINDOW:])
+            if cursor.fetchone()[0] == window.size:
+                return _Window(ids=window.ids, matrix=window.matrix, checked_at=time.monotonic())
+    with _cursor(_INDEX_PLAN) as cursor:
         cursor.execute(
-            "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s"
-            " ORDER BY message_id DESC LIMIT %s",
-            [session_id, WINDOW],
+            "SELECT message_id FROM memory_messagevector WHERE session_id = %s"
+            " ORDER BY session_id DESC, message_id DESC LIMIT 1 OFFSET %s",
+            [session_id, WINDOW - 1],
         )
-        rows = cursor.fetchall()[::-1]
-    return _Window(
-        ids=np.array([message_id for message_id, _ in rows], dtype=np.int64), matrix=unpack([blob for _, blob in rows])
-    )
+        oldest = cursor.fetchone()
+    with _cursor(_ROWS_PLAN) as cursor:
+        cursor.execute(
+            "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id >= %s",
+            [session_id, oldest[0] if oldest else 0],
+        )
+        return _as_window(cursor.fetchall(), checked_at=time.monotonic())
+
+
+# PostgreSQL's planner takes a chat's ids to be spread over the whole table (it knows no correlation
+# between session and id), so for "this chat's newest vectors" it walks the primary key through every
+# other chat's. Without that choice, it reads the (session, message) index as meant: alone for ids and
+# counts (an index-only scan), through a bitmap for rows.
+_INDEX_PLAN = {"enable_bitmapscan": "off", "enable_seqscan": "off"}
+_ROWS_PLAN = {"enable_indexscan": "off", "enable_seqscan": "off"}
+
+
+def _cursor(plan: dict[str, str]):
+    if connection.vendor == "postgresql":
+        from memory.search.postgres import planned
+
+        return planned({**plan, "jit": "off", "max_parallel_workers_per_gather": "0"})
+    return connection.cursor()
+
+
+def _as_window(rows: list[tuple], *, checked_at: float) -> _Window:
+    """Rows of (message id, vector) in any order → a window in id order."""
+    ids = np.array([message_id for message_id, _ in rows], dtype=np.int64)
+    order = np.argsort(ids, kind="stable")
+    return _Window(ids=ids[order], matrix=unpack([rows[index][1] for index in order]), checked_at=checked_at)
 
 
 def _similarities(session_id: int, vector: np.ndarray, ids: list[int]) -> dict[int, float]:

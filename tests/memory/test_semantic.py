@@ -255,7 +255,8 @@ def test_system_checks_refuse_a_missing_model_and_a_mistyped_mode(settings, monk
     assert [error.id for error in semantic_search_check(None)] == ["memory.E001"]
 
 
-def test_the_cached_window_follows_new_filled_and_deleted_vectors(session, semantic_on):
+def test_the_cached_window_follows_new_filled_and_deleted_vectors(session, semantic_on, monkeypatch):
+    monkeypatch.setattr(semantic, "CHECK_SECONDS", 0)  # checked whole at every search
     small_talk(session, 12)
     semantic.vectors_update(session.pk)
     query = "Who is my new boss?"
@@ -292,3 +293,37 @@ def test_cached_windows_are_bounded_per_process(user, agent, semantic_on, monkey
         search_history(session=session, query="coffee and bread", limit=3)
 
     assert list(semantic._windows) == [sessions[1].pk, sessions[2].pk]
+
+
+def test_import_history_queues_the_vectors_of_what_it_imported(tmp_path, user, agent, semantic_on):
+    import json
+
+    lines = [
+        {"role": "user", "content": "I need a new work laptop, help me choose."},
+        {"role": "assistant", "content": "The ThinkPad X1 Carbon; better battery and lighter."},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    out = io.StringIO()
+
+    call_command("import_history", str(path), "--user", "alice", stdout=out, stderr=io.StringIO())
+
+    imported = Message.objects.filter(session__user=user)
+    assert imported.count() == 2
+    assert MessageVector.objects.filter(message__in=imported).count() == 2  # tasks run inline in the tests
+    assert "semantic-search vectors" in out.getvalue()
+
+
+def test_the_cached_window_is_checked_whole_only_now_and_then(session, semantic_on, monkeypatch):
+    small_talk(session, 12)
+    older = Message.objects.filter(session=session).order_by("id")[5]
+    Message.objects.filter(pk=older.pk).update(search_text="My manager is Priya now, she runs the Berlin office.")
+    semantic.vectors_update(session.pk)
+    MessageVector.objects.filter(message=older).delete()  # a job that never ran for it
+    query = "Who is my new boss?"
+    search_history(session=session, query=query, limit=3)  # cached without it
+    semantic.vectors_fill(session.pk)
+
+    assert search_history(session=session, query=query, limit=1)[0].message_id != older.id
+    monkeypatch.setattr(semantic, "CHECK_SECONDS", 0)
+    assert search_history(session=session, query=query, limit=1)[0].message_id == older.id
