@@ -10,7 +10,8 @@ hundred terms are in at least 1 % of the messages, as common words are in a real
 
 Queries have 1–6 terms after stop-word removal, and about a third of their terms are among those in
 ≥ 1 % of the messages. Each is timed end to end through memory.search.search_history (limit 10),
-after a warm-up; the `LIKE` baselines (the original design) are timed on a sample. Also reported:
+after a warm-up, words only; with `--semantic` also with semantic search on (memory.semantic), and
+where its time goes. The `LIKE` baselines (the original design) are timed on a sample. Also reported:
 how much the candidate bounds change the top 10 against an unbounded ranking, and with `--appends N`
 what keeping the index costs a message append.
 """
@@ -42,6 +43,7 @@ django.setup()
 
 from django.core.management import call_command  # noqa: E402
 from django.db import connection, transaction  # noqa: E402
+from django.test import override_settings  # noqa: E402
 
 from memory import search  # noqa: E402
 from memory.search import postgres as pg_backend  # noqa: E402
@@ -221,6 +223,85 @@ def build() -> None:
     )
 
 
+def vectors_build() -> None:
+    """A vector for every message (memory_messagevector), for timing semantic search. Random unit
+    vectors: the bench's messages are pseudo-words, and embedding 2M of them would take hours, while
+    what a search costs (the query's encoding, the window scan, the candidates' vectors) does not
+    depend on the values. Built once, like the messages."""
+    import numpy as np
+
+    from memory import semantic
+    from memory.models import MessageVector
+
+    if MessageVector.objects.filter(session_id=1001).exists():
+        return
+    started = time.perf_counter()
+    print("writing random vectors for semantic search…", flush=True)
+    rng = np.random.default_rng(5)
+    insert = "INSERT INTO memory_messagevector (message_id, session_id, vector) VALUES (%s, %s, %s)"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, session_id FROM conversations_message ORDER BY id")
+        pairs = cursor.fetchall()
+    for start in range(0, len(pairs), 100_000):
+        chunk = pairs[start : start + 100_000]
+        vectors = rng.standard_normal((len(chunk), 384)).astype(np.float32)
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        rows = [
+            (message_id, session_id, semantic.pack(vector))
+            for (message_id, session_id), vector in zip(chunk, vectors, strict=True)
+        ]
+        if connection.vendor == "postgresql":
+            raw = connection.connection
+            with (
+                raw.cursor() as cursor,
+                cursor.copy("COPY memory_messagevector (message_id, session_id, vector) FROM STDIN") as copy,
+            ):
+                for row in rows:
+                    copy.write_row(row)
+            raw.commit()
+        else:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.executemany(insert, rows)
+    with connection.cursor() as cursor:
+        # As autovacuum would have by then: on PostgreSQL the visibility map lets counts of a chat's
+        # vectors read the index alone.
+        cursor.execute("VACUUM ANALYZE memory_messagevector" if connection.vendor == "postgresql" else "ANALYZE")
+    print(f"  {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def time_semantic_parts(session, queries: list[str]) -> None:
+    """Where semantic search spends its time: the query's encoding and the window scan (its vectors
+    kept by the process since the previous search: the scan reads only what is new)."""
+    from bench.synthetic_conversations import generate
+    from memory import semantic
+    from memory.semantic import encoder
+
+    encode, scan, natural = [], [], []
+    for query in queries:
+        started = time.perf_counter()
+        vector = encoder.encode([query])[0]
+        encode.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        semantic._window(session.pk).matrix @ vector
+        scan.append((time.perf_counter() - started) * 1000)
+    # The bench's queries are pseudo-words, which the model's tokenizer cuts into many pieces (median 21
+    # tokens); a natural question is about 10 (bench/recall.py's questions).
+    for question in generate(seed=4, turns=2000).questions:
+        started = time.perf_counter()
+        encoder.encode([question.text])
+        natural.append((time.perf_counter() - started) * 1000)
+    for label, timings in (
+        ("query encoding, these queries", encode),
+        ("query encoding, natural questions", natural),
+        (f"window scan ({semantic.WINDOW:,} vectors)", scan),
+    ):
+        print(
+            f"{'  ' + label:<46} n={len(timings):<4} median {statistics.median(timings):6.1f} ms  "
+            f"p95 {percentile(timings, 0.95):6.1f} ms",
+            flush=True,
+        )
+
+
 def built() -> bool:
     from conversations.models import Message
 
@@ -381,6 +462,9 @@ def main() -> None:
     parser.add_argument("--bound-queries", type=int, default=40)
     parser.add_argument("--appends", type=int, default=0, help="also time this many message appends (rolled back)")
     parser.add_argument("--scale", type=float, default=1.0, help="shrink the data set (a quick trial run)")
+    parser.add_argument(
+        "--semantic", action="store_true", help="also time semantic search (writes random vectors once)"
+    )
     args = parser.parse_args()
     global BIG_SESSION_MESSAGES, SMALL_SESSION_MESSAGES
     BIG_SESSION_MESSAGES = int(BIG_SESSION_MESSAGES * args.scale)
@@ -411,8 +495,15 @@ def main() -> None:
     big_pairs = [(big, q) for q in queries]
     small_pairs = [(rng.choice(small_sessions), q) for q in queries]
 
-    time_queries("search, 1 session of 1M", big_pairs)
-    time_queries("search, 1M over 1,000 sessions", small_pairs)
+    with override_settings(BUDDY_SEMANTIC_SEARCH="off"):
+        time_queries("search, 1 session of 1M", big_pairs)
+        time_queries("search, 1M over 1,000 sessions", small_pairs)
+    if args.semantic:
+        vectors_build()
+        with override_settings(BUDDY_SEMANTIC_SEARCH="on"):
+            time_queries("semantic, 1 session of 1M", big_pairs)
+            time_semantic_parts(big, queries[:100])
+            time_queries("semantic, 1M over 1,000 sessions", small_pairs)
     time_like("LIKE phrase, 1 session of 1M", big_pairs[: args.like_queries], per_word=False)
     time_like("LIKE per word, 1 session of 1M", big_pairs[: args.like_queries], per_word=True)
     time_like("LIKE phrase, 1,000 sessions", small_pairs[: args.like_queries], per_word=False)

@@ -25,6 +25,7 @@ BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -172,13 +173,20 @@ def vectors_schedule(*, session_id: int) -> None:
         async_task("memory.semantic.vectors_update", session_id, group="vectors")
 
 
-_encoding = ThreadPoolExecutor(max_workers=2, thread_name_prefix="query-encoder")
+_encoding: tuple[int, ThreadPoolExecutor] | None = None
+_encoding_lock = threading.Lock()
 
 
 def query_vector(query: str) -> Future:
     """The query's vector, computed on a thread of its own (the encoder's matrix products and the
     database both release the GIL): a search looks up its words meanwhile."""
-    return _encoding.submit(lambda: encoder.encode([query])[0])
+    global _encoding
+    with _encoding_lock:
+        # One pool per process: a forked worker inherits the parent's pool without its threads.
+        if _encoding is None or _encoding[0] != os.getpid():
+            _encoding = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="query-encoder"))
+        pool = _encoding[1]
+    return pool.submit(lambda: encoder.encode([query])[0])
 
 
 def rank(*, session_id: int, vector: np.ndarray, lexical: list[tuple[float, int]]) -> list[tuple[float, int]]:

@@ -327,3 +327,14 @@ def test_the_cached_window_is_checked_whole_only_now_and_then(session, semantic_
     assert search_history(session=session, query=query, limit=1)[0].message_id != older.id
     monkeypatch.setattr(semantic, "CHECK_SECONDS", 0)
     assert search_history(session=session, query=query, limit=1)[0].message_id == older.id
+
+
+def test_a_forked_process_encodes_on_a_pool_of_its_own(semantic_on, monkeypatch):
+    first = semantic.query_vector("Who is my new boss?").result(timeout=30)
+    inherited = semantic._encoding[1]
+    monkeypatch.setattr(semantic.os, "getpid", lambda: -1)  # as in a worker forked after a search
+
+    second = semantic.query_vector("Who is my new boss?").result(timeout=30)
+
+    assert semantic._encoding[1] is not inherited
+    np.testing.assert_allclose(first, second, atol=1e-6)
