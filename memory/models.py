@@ -43,3 +43,16 @@ class MessageVector(models.Model):
 
     def __str__(self) -> str:
         return f"vector of message #{self.message_id}"
+
+
+class VectorLease(models.Model):
+    """One vector job per session at a time (memory.semantic.vectors_update): held until
+    `expires_at`, so a worker killed mid-job blocks the next one for at most that long."""
+
+    session = models.OneToOneField(
+        "conversations.Session", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"vector job of session #{self.session_id} until {self.expires_at:%H:%M:%S}"

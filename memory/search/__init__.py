@@ -27,6 +27,7 @@ docs/bench-search.md.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,6 +47,8 @@ IDF_POWER = 2
 CANDIDATES_PER_TERM = 250
 RESCORED_CANDIDATES = 200
 MAX_LIMIT = 50
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -207,8 +210,12 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     terms = [term for term in terms if term in term_stats]
     scored = _lexical(session_id=session.pk, stats=stats, term_stats=term_stats, terms=terms, limit=limit)
     if vector is not None:
-        scored = semantic.rank(session_id=session.pk, vector=vector.result(), lexical=scored)
-    scored = scored[:limit]
+        try:
+            scored = semantic.rank(session_id=session.pk, vector=vector.result(), lexical=scored)
+        except Exception:  # a broken model install must cost the meaning, not the search
+            logger.exception("semantic search failed; ranked by words only")
+    # A few more than asked: a message deleted since its vector was cached is dropped here.
+    scored = scored[: limit + 5]
     if not scored:
         return []
     details = {
@@ -221,8 +228,8 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     }
     hits = []
     for score, message_id in scored:
-        if message_id not in details:
-            continue  # deleted since it was ranked
+        if message_id not in details or len(hits) == limit:
+            continue
         role, created_at, text = details[message_id]
         hits.append(
             SearchHit(

@@ -31,6 +31,7 @@ import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
@@ -48,9 +49,17 @@ CACHED_VECTORS = 60_000
 # How often a cached window is checked whole against the database (seconds).
 CHECK_SECONDS = 5.0
 NEIGHBOURS = 50
+# A message found by its vector alone joins the candidates only this similar to the question (on the
+# scale of own + CONTEXT_WEIGHT × previous): below it, what is nearest in a chat is not near, and a
+# question about something never said finds nothing (unrelated questions against small talk: 0.02–0.25).
+# On bench/recall.py (tuning and held-out seeds) a floor of up to 0.4 changes no result; 0.5 costs
+# 0.004–0.01 of recall.
+MIN_SIMILARITY = 0.3
 BATCH = 64
 # One vector job works this long at most, then queues the next (the task engine times out at 240 s).
 JOB_SECONDS = 60
+# A vector job's lease: longer than a job works, shorter than a user would wait for a killed one.
+LEASE_SECONDS = 180
 _DTYPE = np.float16
 
 
@@ -86,32 +95,73 @@ def _embed(texts: list[str]) -> np.ndarray:
 
 def vectors_update(session_id: int) -> int:
     """The task: write the vectors of the session's messages after the newest one that has a vector,
-    in id order, BATCH at a time; returns how many were written. Safe to run twice, concurrently, or
-    after a worker was killed: a vector depends only on its message and the one before, and each is
-    written once (a conflicting insert is ignored)."""
+    in id order, BATCH at a time; returns how many were written. One job per session at a time (a
+    lease; another returns at once). A chat without any vector starts at its newest WINDOW messages:
+    older ones are `embed_history`'s (hours of encoder time on a long archive must not hold the task
+    workers). Safe after a worker was killed: a vector depends only on its message and the one before,
+    and each is written once (a conflicting insert is ignored)."""
     from conversations.models import Message
     from memory.models import MessageVector
 
-    if not enabled():
+    if not enabled() or not _lease_take(session_id):
         return 0
-    newest = (
-        MessageVector.objects.filter(session_id=session_id).order_by("-message_id").values_list("message_id", flat=True)
-    ).first() or 0
-    previous_text = Message.objects.filter(pk=newest).values_list("search_text", flat=True).first() or ""
-    written, deadline = 0, time.monotonic() + JOB_SECONDS
-    while rows := list(
-        Message.objects.filter(session_id=session_id, id__gt=newest)
-        .order_by("id")
-        .values_list("id", "search_text")[:BATCH]
-    ):
-        _write(session_id, rows, previous_text)
-        written += len(rows)
-        newest, previous_text = rows[-1]
-        if time.monotonic() > deadline:
-            # A long backlog (an import) goes on in a new job, well inside the task engine's timeout.
-            vectors_schedule(session_id=session_id)
-            break
+    try:
+        newest = (
+            MessageVector.objects.filter(session_id=session_id)
+            .order_by("-message_id")
+            .values_list("message_id", flat=True)
+            .first()
+        )
+        if newest is None:
+            oldest = list(
+                Message.objects.filter(session_id=session_id)
+                .order_by("-id")
+                .values_list("id", flat=True)[WINDOW - 1 : WINDOW]
+            )
+            newest = oldest[0] - 1 if oldest else 0
+        previous_text = Message.objects.filter(pk=newest).values_list("search_text", flat=True).first() or ""
+        written, deadline = 0, time.monotonic() + JOB_SECONDS
+        while rows := list(
+            Message.objects.filter(session_id=session_id, id__gt=newest)
+            .order_by("id")
+            .values_list("id", "search_text")[:BATCH]
+        ):
+            _write(session_id, rows, previous_text)
+            written += len(rows)
+            newest, previous_text = rows[-1]
+            if time.monotonic() > deadline:
+                break  # a long backlog (an import) goes on in a new job, inside the engine's timeout
+    finally:
+        _lease_release(session_id)
+    # A message that came after the last batch, while this job held the lease, saw its own job return
+    # at once: queue one for it.
+    if Message.objects.filter(session_id=session_id, id__gt=newest).exists():
+        vectors_schedule(session_id=session_id)
     return written
+
+
+def _lease_take(session_id: int) -> bool:
+    from django.db import IntegrityError, transaction
+    from django.utils import timezone
+
+    from memory.models import VectorLease
+
+    now = timezone.now()
+    expires = now + timedelta(seconds=LEASE_SECONDS)
+    if VectorLease.objects.filter(session_id=session_id, expires_at__lt=now).update(expires_at=expires):
+        return True
+    try:
+        with transaction.atomic():
+            VectorLease.objects.create(session_id=session_id, expires_at=expires)
+    except IntegrityError:
+        return False  # held by a running job: it goes on to the newest message before it stops
+    return True
+
+
+def _lease_release(session_id: int) -> None:
+    from memory.models import VectorLease
+
+    VectorLease.objects.filter(session_id=session_id).delete()
 
 
 def vectors_fill(session_id: int) -> int:
@@ -170,7 +220,7 @@ def vectors_schedule(*, session_id: int) -> None:
     from django_q.tasks import async_task
 
     if enabled():
-        async_task("memory.semantic.vectors_update", session_id, group="vectors")
+        async_task("memory.semantic.vectors_update", session_id, group="vectors", save=False)
 
 
 _encoding: tuple[int, ThreadPoolExecutor] | None = None
@@ -195,7 +245,7 @@ def rank(*, session_id: int, vector: np.ndarray, lexical: list[tuple[float, int]
     window = _window(session_id)
     scores = window.matrix @ vector
     nearest = np.argpartition(-scores, NEIGHBOURS)[:NEIGHBOURS] if len(scores) > NEIGHBOURS else range(len(scores))
-    semantic = {int(window.ids[index]): float(scores[index]) for index in nearest}
+    semantic = {int(window.ids[index]): float(scores[index]) for index in nearest if scores[index] >= MIN_SIMILARITY}
     if lexical:
         wanted = np.array([message_id for _, message_id in lexical], dtype=np.int64)
         positions = np.searchsorted(window.ids, wanted).clip(0, max(0, len(window.ids) - 1))
@@ -249,8 +299,9 @@ def _window_read(session_id: int, cached: _Window | None) -> _Window:
     if cached is not None and cached.size:
         with _cursor(_ROWS_PLAN) as cursor:
             cursor.execute(
-                "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id > %s",
-                [session_id, int(cached.ids[-1])],
+                "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id > %s"
+                " ORDER BY message_id DESC LIMIT %s",
+                [session_id, int(cached.ids[-1]), WINDOW],
             )
             new = _as_window(cursor.fetchall(), checked_at=cached.checked_at)
         window = (
@@ -266,10 +317,11 @@ def _window_read(session_id: int, cached: _Window | None) -> _Window:
             return window
         with _cursor(_INDEX_PLAN) as cursor:
             cursor.execute(
-                "SELECT count(*) FROM memory_messagevector WHERE session_id = %s AND message_id >= %s",
+                "SELECT count(*), sum(message_id) FROM memory_messagevector WHERE session_id = %s AND message_id >= %s",
                 [session_id, int(window.ids[0])],
             )
-            if cursor.fetchone()[0] == window.size:
+            count, total = cursor.fetchone()
+            if count == window.size and total == int(window.ids.sum()):
                 return _Window(ids=window.ids, matrix=window.matrix, checked_at=time.monotonic())
     with _cursor(_INDEX_PLAN) as cursor:
         cursor.execute(

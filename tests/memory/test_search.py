@@ -444,28 +444,39 @@ def test_postgres_index_has_no_pending_list():
 
 
 @pytest.mark.postgres
-def test_postgres_lookup_settings_do_not_leak_into_the_callers_transaction(session):
-    """The lookup turns sequential scans, JIT and parallel workers off for its own query only, also
-    when it runs inside a transaction of the caller's (as every test here does)."""
+@pytest.mark.parametrize("semantic_search", ["off", "on"])
+def test_postgres_lookup_settings_do_not_leak_into_the_callers_transaction(session, settings, semantic_search):
+    """The lookups turn scans, JIT and parallel workers off for their own queries only (the word
+    lookup, and semantic search's window), also inside a transaction of the caller's (as every test
+    here runs), and also when a query fails."""
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL only")
+    from memory import semantic
+    from memory.search import postgres
 
-    def settings() -> tuple:
+    settings.BUDDY_SEMANTIC_SEARCH = semantic_search
+
+    def current() -> tuple:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT current_setting('enable_seqscan'), current_setting('jit'),"
-                " current_setting('max_parallel_workers_per_gather')"
+                f"SELECT {', '.join(['current_setting(%s)'] * len(postgres._PLANNER_SETTINGS))}",
+                postgres._PLANNER_SETTINGS,
             )
             return cursor.fetchone()
 
     say(session, "user", "The harbour master retires in May.")
+    semantic.vectors_update(session.pk)
     assert connection.in_atomic_block
-    before = settings()
-    assert before[0] == "on"
+    before = current()
+    assert before[:3] == ("on", "on", "on")
 
     assert search_history(session=session, query="harbour master", limit=5)
+    assert current() == before
 
-    assert settings() == before
+    with pytest.raises(ZeroDivisionError), postgres.planned({"enable_seqscan": "off"}) as cursor:
+        cursor.execute("SELECT 1")
+        raise ZeroDivisionError
+    assert current() == before
 
 
 HOSTILE_QUERIES = [
