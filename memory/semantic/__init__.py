@@ -119,7 +119,13 @@ def vectors_update(session_id: int) -> int:
                 .values_list("id", flat=True)[WINDOW - 1 : WINDOW]
             )
             newest = oldest[0] - 1 if oldest else 0
-        previous_text = Message.objects.filter(pk=newest).values_list("search_text", flat=True).first() or ""
+        previous_text = (
+            Message.objects.filter(session_id=session_id, id__lte=newest)
+            .order_by("-id")
+            .values_list("search_text", flat=True)
+            .first()
+            or ""
+        )
         written, deadline = 0, time.monotonic() + JOB_SECONDS
         while rows := list(
             Message.objects.filter(session_id=session_id, id__gt=newest)

@@ -376,13 +376,21 @@ def test_a_message_arriving_as_a_job_ends_gets_a_job_of_its_own(session, semanti
     assert MessageVector.objects.filter(session=session).count() == 4
 
 
-def test_a_chat_without_vectors_starts_at_its_newest_window(session, semantic_on, monkeypatch):
+def test_a_chat_without_vectors_starts_at_its_newest_window(session, other_user, semantic_on, monkeypatch):
+    from conversations.services import session_get_or_create
+
     monkeypatch.setattr(semantic, "WINDOW", 5)
-    small_talk(session, 12)
+    other = session_get_or_create(user=other_user, agent_slug="buddy", chat_id="main")
+    for index in range(12):  # two chats at once: their ids interleave
+        say(session, "user", f"Our garden plan, part {index}: tomatoes along the south fence.")
+        say(other, "user", f"Unrelated: the printer jammed again ({index}).")
 
     assert semantic.vectors_update(session.pk) == 5
-    newest = list(Message.objects.filter(session=session).order_by("-id").values_list("id", flat=True)[:5])
-    assert set(MessageVector.objects.values_list("message_id", flat=True)) == set(newest)
+    mine = list(Message.objects.filter(session=session).order_by("-id")[:6])
+    assert set(MessageVector.objects.values_list("message_id", flat=True)) == {m.id for m in mine[:5]}
+    # The first vector's context is the message before it in this chat, not the id before it.
+    own_first, own_previous = encoder.encode([mine[4].search_text, mine[5].search_text])
+    np.testing.assert_allclose(stored(mine[4]), own_first + semantic.CONTEXT_WEIGHT * own_previous, atol=2e-3)
     assert semantic.vectors_fill(session.pk) == 7  # the rest is embed_history's
 
 
