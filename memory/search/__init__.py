@@ -228,7 +228,9 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     }
     hits = []
     for score, message_id in scored:
-        if message_id not in details or len(hits) == limit:
+        if len(hits) == limit:
+            break
+        if message_id not in details:
             continue
         role, created_at, text = details[message_id]
         hits.append(

@@ -8,11 +8,12 @@ run in numpy by memory.semantic.encoder) places such paraphrases near each other
 - Each message gets one vector (MessageVector): the model's unit vector of its text plus
   CONTEXT_WEIGHT times the unit vector of the message before it, so that a reply is found by the topic
   of the message it answers (the same idea as the search context of the lexical index). Written by a
-  background job after each turn (`vectors_schedule`), in id order; `manage.py embed_history` fills an
-  existing archive.
+  background job after each turn (`vectors_schedule`; one per session at a time, a VectorLease), in
+  id order; a session without vectors starts at its newest WINDOW messages, and `manage.py
+  embed_history` fills the rest of an existing archive.
 - A search adds to the lexical candidates the NEIGHBOURS messages whose vectors are closest to the
   question's among the newest WINDOW messages of the session (a bounded scan: older messages are found
-  by their words only), and ranks every candidate by
+  by their words only), if at least MIN_SIMILARITY close, and ranks every candidate by
 
       score = BM25F / best BM25F of the query + SEMANTIC_WEIGHT × (question · vector)
 
@@ -24,7 +25,6 @@ BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" 
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -38,8 +38,6 @@ from django.conf import settings
 from django.db import connection
 
 from memory.semantic import encoder
-
-logger = logging.getLogger(__name__)
 
 CONTEXT_WEIGHT = 0.8
 SEMANTIC_WEIGHT = 3.5

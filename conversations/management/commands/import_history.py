@@ -59,4 +59,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Imported {imported:,} message(s) into {user}/{agent}/{chat_id}.")
         if semantic.enabled():
             semantic.vectors_schedule(session_id=session.pk)
-            self.stdout.write("Their semantic-search vectors are being written by the task workers.")
+            self.stdout.write(
+                "The task workers are writing their semantic-search vectors (of the chat's newest "
+                f"{semantic.WINDOW:,} messages, if it had none; `embed_history` writes the rest)."
+            )
