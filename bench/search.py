@@ -274,29 +274,39 @@ def time_semantic_parts(session, queries: list[str]) -> None:
     kept by the process since the previous search: the scan reads only what is new)."""
     from bench.synthetic_conversations import generate
     from memory import semantic
-    from memory.semantic import encoder
+    from memory.semantic import encoder, quantized
 
-    encode, scan, natural = [], [], []
+    encode, exact, scan, natural, natural_exact = [], [], [], [], []
     for query in queries:
         started = time.perf_counter()
-        vector = encoder.encode([query])[0]
+        vector = encoder.encode_query(query)
         encode.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        semantic._window(session.pk).matrix @ vector
+        encoder.encode([query])
+        exact.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        window = semantic._window(session.pk)
+        quantized.similarities(window.codes, window.scales, vector)
         scan.append((time.perf_counter() - started) * 1000)
     # The bench's queries are pseudo-words, which the model's tokenizer cuts into many pieces (median 21
     # tokens); a natural question is about 10 (bench/recall.py's questions).
     for question in generate(seed=4, turns=2000).questions:
         started = time.perf_counter()
-        encoder.encode([question.text])
+        encoder.encode_query(question.text)
         natural.append((time.perf_counter() - started) * 1000)
+        started = time.perf_counter()
+        encoder.encode([question.text])
+        natural_exact.append((time.perf_counter() - started) * 1000)
+    quantized = "8-bit" if encoder._model().quantized() is not None else "float32: no onnxruntime"
     for label, timings in (
-        ("query encoding, these queries", encode),
-        ("query encoding, natural questions", natural),
+        (f"query encoding ({quantized}), these queries", encode),
+        ("  the same in float32 (the stored vectors' encoder)", exact),
+        (f"query encoding ({quantized}), natural questions", natural),
+        ("  the same in float32", natural_exact),
         (f"window scan ({semantic.WINDOW:,} vectors)", scan),
     ):
         print(
-            f"{'  ' + label:<46} n={len(timings):<4} median {statistics.median(timings):6.1f} ms  "
+            f"{'  ' + label:<62} n={len(timings):<4} median {statistics.median(timings):6.1f} ms  "
             f"p95 {percentile(timings, 0.95):6.1f} ms",
             flush=True,
         )

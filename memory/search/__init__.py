@@ -166,11 +166,13 @@ def bm25f(
     return score
 
 
-def _rows(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
-    """Raw rows of the session's messages with these ids: a hot path, spared the ORM's query building
-    (and on PostgreSQL one array parameter, not one placeholder per id: binding 200 placeholders
-    costs psycopg a millisecond)."""
-    sql = f"SELECT {columns} FROM conversations_message WHERE session_id = %s AND id "
+def rows_by_id(
+    columns: str, *, session_id: int, ids: list[int], table: str = "conversations_message", key: str = "id"
+) -> list[tuple]:
+    """Raw rows of the session's messages with these ids (of `table`, ids in its column `key`): a hot
+    path, spared the ORM's query building (and on PostgreSQL one array parameter, not one placeholder
+    per id: binding 200 placeholders costs psycopg a millisecond)."""
+    sql = f"SELECT {columns} FROM {table} WHERE session_id = %s AND {key} "
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(sql + "= ANY(%s)", [session_id, ids])
@@ -203,15 +205,15 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     terms = query_terms(query)
     if not terms:
         return []
-    vector = semantic.query_vector(query) if semantic.enabled() else None
+    near = _semantic_start(session.pk, query)
     stats, term_stats = _statistics(session.pk, terms)
     if stats is None:
         return []
     terms = [term for term in terms if term in term_stats]
     scored = _lexical(session_id=session.pk, stats=stats, term_stats=term_stats, terms=terms, limit=limit)
-    if vector is not None:
+    if near is not None:
         try:
-            scored = semantic.rank(session_id=session.pk, vector=vector.result(), lexical=scored)
+            scored = semantic.rank(session_id=session.pk, near=near.result(), lexical=scored)
         except Exception:  # a broken model install must cost the meaning, not the search
             logger.exception("semantic search failed; ranked by words only")
     # A few more than asked: a message deleted since its vector was cached is dropped here.
@@ -220,7 +222,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
         return []
     details = {
         message_id: (role, created_at, text)
-        for message_id, role, created_at, text in _rows(
+        for message_id, role, created_at, text in rows_by_id(
             "id, role, created_at, search_text",
             session_id=session.pk,
             ids=[message_id for _, message_id in scored],
@@ -243,6 +245,20 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
             )
         )
     return hits
+
+
+def _semantic_start(session_id: int, query: str):
+    """The search's semantic side, started to run beside the word lookup (memory.semantic.nearest), or
+    None when semantic search is off or could not start (logged: the search goes on by words)."""
+    from memory import semantic
+
+    if not semantic.enabled():
+        return None
+    try:
+        return semantic.nearest(session_id=session_id, query=query)
+    except Exception:
+        logger.exception("semantic search failed; ranked by words only")
+        return None
 
 
 def _lexical(
@@ -280,7 +296,7 @@ def _lexical(
                 ),
                 message_id,
             )
-            for message_id, body, context in _rows(
+            for message_id, body, context in rows_by_id(
                 "id, search_terms, search_context", session_id=session_id, ids=shortlist
             )
         ),

@@ -30,20 +30,20 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from memory.semantic import encoder
+from memory.semantic import encoder, quantized
 
 CONTEXT_WEIGHT = 0.8
 SEMANTIC_WEIGHT = 3.5
 WINDOW = 20_000
-# Vectors of windows kept per process, all sessions together (float32: 1.5 KB each, so ~90 MB).
-CACHED_VECTORS = 60_000
+# Vectors of windows kept per process, all sessions together (8-bit: ~400 bytes each, so ~80 MB).
+CACHED_VECTORS = 200_000
 # How often a cached window is checked whole against the database (seconds).
 CHECK_SECONDS = 5.0
 NEIGHBOURS = 50
@@ -231,39 +231,70 @@ _encoding: tuple[int, ThreadPoolExecutor] | None = None
 _encoding_lock = threading.Lock()
 
 
-def query_vector(query: str) -> Future:
-    """The query's vector, computed on a thread of its own (the encoder's matrix products and the
-    database both release the GIL): a search looks up its words meanwhile."""
+def _pool() -> ThreadPoolExecutor:
+    """The process's threads for a search's semantic side (the encoder's and numpy's work release the GIL)."""
     global _encoding
     with _encoding_lock:
         # One pool per process: a forked worker inherits the parent's pool without its threads.
         if _encoding is None or _encoding[0] != os.getpid():
             _encoding = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="query-encoder"))
-        pool = _encoding[1]
-    return pool.submit(lambda: encoder.encode([query])[0])
+        return _encoding[1]
 
 
-def rank(*, session_id: int, vector: np.ndarray, lexical: list[tuple[float, int]]) -> list[tuple[float, int]]:
-    """The lexical candidates ((BM25F, id), best first) and the NEIGHBOURS messages nearest to the
-    query's `vector` among the session's newest WINDOW, ranked by both (`fuse`), best first."""
+def query_vector(query: str) -> Future:
+    """The query's vector (encoder.encode_query), computed on a thread of the pool."""
+    return _pool().submit(encoder.encode_query, query)
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """A search's semantic side: the question's similarity to every vector of the session's window,
+    and the NEIGHBOURS nearest of them that are at least MIN_SIMILARITY similar (id → similarity)."""
+
+    window: _Window
+    vector: np.ndarray
+    scores: np.ndarray  # a similarity per window row
+    nearest: dict[int, float]
+
+
+def nearest(*, session_id: int, query: str) -> Future:
+    """Start a search's semantic side, a Future of `Nearest`: the question is encoded and the window
+    scanned on the pool while the caller looks up the words; only reading the window (a query for the
+    vectors written since the last search) happens here, on the caller's connection. The scan waits
+    for the encoding submitted before it, never for work queued after it, so the pool cannot deadlock."""
+    encoding = query_vector(query)
     window = _window(session_id)
-    scores = window.matrix @ vector
-    nearest = np.argpartition(-scores, NEIGHBOURS)[:NEIGHBOURS] if len(scores) > NEIGHBOURS else range(len(scores))
-    semantic = {int(window.ids[index]): float(scores[index]) for index in nearest if scores[index] >= MIN_SIMILARITY}
+    return _pool().submit(_scan, window, encoding)
+
+
+def _scan(window: _Window, encoding: Future) -> Nearest:
+    vector = encoding.result()
+    scores = quantized.similarities(window.codes, window.scales, vector)
+    rows = np.argpartition(-scores, NEIGHBOURS)[:NEIGHBOURS] if len(scores) > NEIGHBOURS else range(len(scores))
+    nearest = {int(window.ids[row]): float(scores[row]) for row in rows if scores[row] >= MIN_SIMILARITY}
+    return Nearest(window=window, vector=vector, scores=scores, nearest=nearest)
+
+
+def rank(*, session_id: int, near: Nearest, lexical: list[tuple[float, int]]) -> list[tuple[float, int]]:
+    """The lexical candidates ((BM25F, id), best first) and the NEIGHBOURS messages nearest to the
+    question among the session's newest WINDOW (`near`), ranked by both (`fuse`), best first."""
+    semantic = dict(near.nearest)
     if lexical:
+        ids = near.window.ids
         wanted = np.array([message_id for _, message_id in lexical], dtype=np.int64)
-        positions = np.searchsorted(window.ids, wanted).clip(0, max(0, len(window.ids) - 1))
-        inside = window.ids[positions] == wanted if len(window.ids) else np.zeros(len(wanted), dtype=bool)
+        positions = np.searchsorted(ids, wanted).clip(0, max(0, len(ids) - 1))
+        inside = ids[positions] == wanted if len(ids) else np.zeros(len(wanted), dtype=bool)
         for message_id, position in zip(wanted[inside].tolist(), positions[inside].tolist(), strict=True):
-            semantic[message_id] = float(scores[position])
-        semantic.update(_similarities(session_id, vector, wanted[~inside].tolist()))
+            semantic[message_id] = float(near.scores[position])
+        semantic.update(_similarities(session_id, near.vector, wanted[~inside].tolist()))
     return fuse(lexical=lexical, semantic=semantic)
 
 
 @dataclass(frozen=True)
 class _Window:
     ids: np.ndarray  # ascending
-    matrix: np.ndarray  # float32, a row per id
+    codes: np.ndarray  # int8, (DIMENSIONS, len(ids)): a column per id, its vector ≈ codes × scales
+    scales: np.ndarray  # float32, one per id
     checked_at: float  # time.monotonic() when it was last checked whole against the database
 
     @property
@@ -308,15 +339,7 @@ def _window_read(session_id: int, cached: _Window | None) -> _Window:
                 [session_id, int(cached.ids[-1]), WINDOW],
             )
             new = _as_window(cursor.fetchall(), checked_at=cached.checked_at)
-        window = (
-            _Window(
-                ids=np.concatenate([cached.ids, new.ids])[-WINDOW:],
-                matrix=np.concatenate([cached.matrix, new.matrix])[-WINDOW:],
-                checked_at=cached.checked_at,
-            )
-            if new.size
-            else cached
-        )
+        window = _appended(cached, new) if new.size else cached
         if time.monotonic() - window.checked_at < CHECK_SECONDS:
             return window
         with _cursor(_INDEX_PLAN) as cursor:
@@ -326,7 +349,7 @@ def _window_read(session_id: int, cached: _Window | None) -> _Window:
             )
             count, total = cursor.fetchone()
             if count == window.size and total == int(window.ids.sum()):
-                return _Window(ids=window.ids, matrix=window.matrix, checked_at=time.monotonic())
+                return replace(window, checked_at=time.monotonic())
     with _cursor(_INDEX_PLAN) as cursor:
         cursor.execute(
             "SELECT message_id FROM memory_messagevector WHERE session_id = %s"
@@ -362,20 +385,30 @@ def _as_window(rows: list[tuple], *, checked_at: float) -> _Window:
     """Rows of (message id, vector) in any order → a window in id order."""
     ids = np.array([message_id for message_id, _ in rows], dtype=np.int64)
     order = np.argsort(ids, kind="stable")
-    return _Window(ids=ids[order], matrix=unpack([rows[index][1] for index in order]), checked_at=checked_at)
+    codes, scales = quantized.quantize_columns(unpack([rows[index][1] for index in order]).T)
+    return _Window(ids=ids[order], codes=np.ascontiguousarray(codes), scales=scales, checked_at=checked_at)
+
+
+def _appended(cached: _Window, new: _Window) -> _Window:
+    """`cached` followed by `new`, the newest WINDOW of them (copied once, contiguous for the scan)."""
+    keep = max(0, WINDOW - new.size)
+    older = slice(cached.size - min(keep, cached.size), cached.size)
+    return _Window(
+        ids=np.concatenate([cached.ids[older], new.ids]),
+        codes=np.concatenate([cached.codes[:, older], new.codes], axis=1),
+        scales=np.concatenate([cached.scales[older], new.scales]),
+        checked_at=cached.checked_at,
+    )
 
 
 def _similarities(session_id: int, vector: np.ndarray, ids: list[int]) -> dict[int, float]:
     """Similarity to `vector` of those of the session's messages `ids` that have a vector."""
+    from memory.search import rows_by_id
+
     if not ids:
         return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s"
-            f" AND message_id IN ({', '.join(['%s'] * len(ids))})",
-            [session_id, *ids],
-        )
-        rows = cursor.fetchall()
+    table, key = "memory_messagevector", "message_id"
+    rows = rows_by_id("message_id, vector", session_id=session_id, ids=ids, table=table, key=key)
     scores = unpack([blob for _, blob in rows]) @ vector
     return {message_id: float(score) for (message_id, _), score in zip(rows, scores, strict=True)}
 

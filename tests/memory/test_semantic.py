@@ -218,6 +218,24 @@ def test_only_the_newest_window_is_scanned_by_vector(session, semantic_on, monke
     assert answer.id not in [hit.message_id for hit in hits]
 
 
+def test_a_cached_window_slides_to_the_newest_vectors(session, semantic_on, monkeypatch):
+    monkeypatch.setattr(semantic, "WINDOW", 5)
+    small_talk(session, 6)
+    semantic.vectors_update(session.pk)
+    first = semantic._window(session.pk)
+    for index in range(3):
+        say(session, "user", f"A new thought, number {index}, about the garden.")
+    semantic.vectors_update(session.pk)
+
+    window = semantic._window(session.pk)
+
+    newest = list(MessageVector.objects.filter(session=session).order_by("-message_id")[:5])[::-1]
+    assert first.size == 5 and window.ids.tolist() == [vector.message_id for vector in newest]
+    assert window.codes.flags.c_contiguous and window.codes.shape == (encoder.DIMENSIONS, 5)
+    expected = semantic.unpack([vector.vector for vector in newest]).T
+    np.testing.assert_allclose(window.codes * window.scales, expected, atol=float(window.scales.max()))
+
+
 def test_hostile_queries_with_semantic_search(client: Client, user, session, semantic_on):
     boss_conversation(session)
     semantic.vectors_update(session.pk)
@@ -398,10 +416,10 @@ def test_a_broken_model_costs_the_meaning_not_the_search(session, semantic_on, m
     late = say(session, "user", "The zeppelin exhibition opens on Friday.")
     semantic.vectors_update(session.pk)
 
-    def broken(texts, **kwargs):
+    def broken():
         raise RuntimeError("model.safetensors is truncated")
 
-    monkeypatch.setattr(encoder, "encode", broken)
+    monkeypatch.setattr(encoder, "_model", broken)
     hits = search_history(session=session, query="zeppelin exhibition", limit=3)
 
     assert [hit.message_id for hit in hits] == [late.id]

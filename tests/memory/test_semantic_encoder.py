@@ -75,3 +75,49 @@ def test_similar_meaning_is_closer() -> None:
     )
 
     assert question @ paraphrase > question @ unrelated + 0.1
+
+
+def test_query_encoder_uses_8_bit_weights_close_to_the_reference() -> None:
+    expected = np.array(REFERENCE["vectors"], dtype=np.float64)
+
+    vectors = np.vstack([encoder.encode_query(text) for text in REFERENCE["texts"]])
+
+    assert encoder._model().quantized() is not None, "onnx and onnxruntime are dependencies: the 8-bit path must run"
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    cosines = (vectors * expected).sum(axis=1) / np.linalg.norm(expected, axis=1)
+    assert cosines.min() >= 0.97, dict(zip(REFERENCE["texts"], cosines.tolist(), strict=True))
+    # Not the float32 encoder under another name: 8-bit weights move every vector a little.
+    assert np.abs(vectors - expected).max() > 1e-3
+
+
+def test_query_encoder_keeps_meaning_apart() -> None:
+    question, paraphrase, unrelated = (
+        encoder.encode_query(text)
+        for text in ("Who is my new boss?", "So who do you report to now?", "The new wifi password is hunter2")
+    )
+
+    assert question @ paraphrase > question @ unrelated + 0.1
+
+
+def test_query_encoder_without_onnxruntime_is_the_float32_encoder(monkeypatch) -> None:
+    monkeypatch.setattr(encoder._model(), "_quantized", None)
+
+    vector = encoder.encode_query("What did we decide about pricing?")
+
+    np.testing.assert_array_equal(vector, encoder.encode(["What did we decide about pricing?"])[0])
+
+
+def test_query_encoder_that_cannot_be_built_logs_and_falls_back(monkeypatch, caplog) -> None:
+    def broken(model):
+        raise RuntimeError("no such operator")
+
+    monkeypatch.setattr(encoder, "_quantized_graph", broken)
+    monkeypatch.setattr(encoder._model(), "_quantized", encoder._UNBUILT)
+
+    vector = encoder.encode_query("What did we decide about pricing?")
+
+    np.testing.assert_array_equal(vector, encoder.encode(["What did we decide about pricing?"])[0])
+    assert "8-bit query encoder could not be built" in caplog.text
+    encoder.encode_query("again")
+    assert caplog.text.count("could not be built") == 1
