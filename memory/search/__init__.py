@@ -166,13 +166,11 @@ def bm25f(
     return score
 
 
-def rows_by_id(
-    columns: str, *, session_id: int, ids: list[int], table: str = "conversations_message", key: str = "id"
-) -> list[tuple]:
-    """Raw rows of the session's messages with these ids (of `table`, ids in its column `key`): a hot
+def rows_by_id(columns: str, *, session_id: int, ids: list[int], join: str = "") -> list[tuple]:
+    """Raw rows of the session's messages (table alias `t`, `join`ed to others) with these ids: a hot
     path, spared the ORM's query building (and on PostgreSQL one array parameter, not one placeholder
     per id: binding 200 placeholders costs psycopg a millisecond)."""
-    sql = f"SELECT {columns} FROM {table} WHERE session_id = %s AND {key} "
+    sql = f"SELECT {columns} FROM conversations_message AS t {join} WHERE t.session_id = %s AND t.id "
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(sql + "= ANY(%s)", [session_id, ids])
@@ -210,10 +208,17 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     if stats is None:
         return []
     terms = [term for term in terms if term in term_stats]
-    scored = _lexical(session_id=session.pk, stats=stats, term_stats=term_stats, terms=terms, limit=limit)
+    scored, vectors = _lexical(
+        session_id=session.pk,
+        stats=stats,
+        term_stats=term_stats,
+        terms=terms,
+        limit=limit,
+        vectors_before=near.window_start if near is not None else None,
+    )
     if near is not None:
         try:
-            scored = semantic.rank(session_id=session.pk, near=near.result(), lexical=scored)
+            scored = semantic.rank(near=near.result(), lexical=scored, vectors=vectors)
         except Exception:  # a broken model install must cost the meaning, not the search
             logger.exception("semantic search failed; ranked by words only")
     # A few more than asked: a message deleted since its vector was cached is dropped here.
@@ -262,11 +267,19 @@ def _semantic_start(session_id: int, query: str):
 
 
 def _lexical(
-    *, session_id: int, stats: _SessionStats, term_stats: dict[str, tuple], terms: list[str], limit: int
-) -> list[tuple[float, int]]:
-    """(BM25F, message id) of the best-scoring candidates for `terms`, best first."""
+    *,
+    session_id: int,
+    stats: _SessionStats,
+    term_stats: dict[str, tuple],
+    terms: list[str],
+    limit: int,
+    vectors_before: int | None = None,
+) -> tuple[list[tuple[float, int]], dict[int, bytes]]:
+    """(BM25F, message id) of the best-scoring candidates for `terms`, best first; and, with
+    `vectors_before`, the semantic vectors (packed) of those candidates with a smaller id, fetched with
+    their terms (semantic search needs them and has not cached them)."""
     if not terms:
-        return []
+        return [], {}
     weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
     lookups = [
         Lookup(
@@ -284,7 +297,16 @@ def _lexical(
         max_id=stats.last_id,
         limit=max(RESCORED_CANDIDATES, 4 * limit),
     )
-    return sorted(
+    join, vector = "", "NULL"
+    if vectors_before is not None:
+        join, vector = (
+            f"LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND t.id < {int(vectors_before)}",
+            "v.vector",
+        )
+    rows = rows_by_id(
+        f"t.id, t.search_terms, t.search_context, {vector}", session_id=session_id, ids=shortlist, join=join
+    )
+    scored = sorted(
         (
             (
                 bm25f(
@@ -296,9 +318,8 @@ def _lexical(
                 ),
                 message_id,
             )
-            for message_id, body, context in rows_by_id(
-                "id, search_terms, search_context", session_id=session_id, ids=shortlist
-            )
+            for message_id, body, context, _ in rows
         ),
         reverse=True,
     )
+    return scored, {message_id: blob for message_id, _, _, blob in rows if blob is not None}

@@ -74,12 +74,10 @@ def pack(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype=_DTYPE).tobytes()
 
 
-def unpack(blobs: list) -> np.ndarray:
-    """float32 matrix of packed vectors (bytes, or memoryviews from PostgreSQL), one row each."""
-    if not blobs:
-        return np.zeros((0, encoder.DIMENSIONS), dtype=np.float32)
+def unpack(blobs: list, *, dtype=np.float32) -> np.ndarray:
+    """Matrix of packed vectors (bytes, or memoryviews from PostgreSQL), one row each, as `dtype`."""
     joined = b"".join(blobs)
-    return np.frombuffer(joined, dtype=_DTYPE).reshape(len(blobs), encoder.DIMENSIONS).astype(np.float32)
+    return np.frombuffer(joined, dtype=_DTYPE).reshape(len(blobs), encoder.DIMENSIONS).astype(dtype, copy=False)
 
 
 def _embed(texts: list[str]) -> np.ndarray:
@@ -257,14 +255,26 @@ class Nearest:
     nearest: dict[int, float]
 
 
-def nearest(*, session_id: int, query: str) -> Future:
-    """Start a search's semantic side, a Future of `Nearest`: the question is encoded and the window
-    scanned on the pool while the caller looks up the words; only reading the window (a query for the
-    vectors written since the last search) happens here, on the caller's connection. The scan waits
-    for the encoding submitted before it, never for work queued after it, so the pool cannot deadlock."""
+@dataclass(frozen=True)
+class Pending:
+    """A search's semantic side under way (`nearest`): `result()` is its `Nearest`."""
+
+    window_start: int  # messages with a smaller id are not in the window: the search fetches their vectors
+    future: Future
+
+    def result(self) -> Nearest:
+        return self.future.result()
+
+
+def nearest(*, session_id: int, query: str) -> Pending:
+    """Start a search's semantic side: the question is encoded and the window scanned on the pool
+    while the caller looks up the words; only reading the window (a query for the vectors written since
+    the last search) happens here, on the caller's connection. The scan waits for the encoding
+    submitted before it, never for work queued after it, so the pool cannot deadlock."""
     encoding = query_vector(query)
     window = _window(session_id)
-    return _pool().submit(_scan, window, encoding)
+    start = int(window.ids[0]) if window.size else 2**62
+    return Pending(window_start=start, future=_pool().submit(_scan, window, encoding))
 
 
 def _scan(window: _Window, encoding: Future) -> Nearest:
@@ -275,9 +285,10 @@ def _scan(window: _Window, encoding: Future) -> Nearest:
     return Nearest(window=window, vector=vector, scores=scores, nearest=nearest)
 
 
-def rank(*, session_id: int, near: Nearest, lexical: list[tuple[float, int]]) -> list[tuple[float, int]]:
+def rank(*, near: Nearest, lexical: list[tuple[float, int]], vectors: dict[int, bytes]) -> list[tuple[float, int]]:
     """The lexical candidates ((BM25F, id), best first) and the NEIGHBOURS messages nearest to the
-    question among the session's newest WINDOW (`near`), ranked by both (`fuse`), best first."""
+    question among the session's newest WINDOW (`near`), ranked by both (`fuse`), best first.
+    `vectors` holds the packed vectors of lexical candidates older than the window."""
     semantic = dict(near.nearest)
     if lexical:
         ids = near.window.ids
@@ -286,7 +297,9 @@ def rank(*, session_id: int, near: Nearest, lexical: list[tuple[float, int]]) ->
         inside = ids[positions] == wanted if len(ids) else np.zeros(len(wanted), dtype=bool)
         for message_id, position in zip(wanted[inside].tolist(), positions[inside].tolist(), strict=True):
             semantic[message_id] = float(near.scores[position])
-        semantic.update(_similarities(session_id, near.vector, wanted[~inside].tolist()))
+    if vectors:
+        scores = unpack(list(vectors.values())) @ near.vector
+        semantic.update(zip(vectors, scores.tolist(), strict=True))
     return fuse(lexical=lexical, semantic=semantic)
 
 
@@ -385,8 +398,8 @@ def _as_window(rows: list[tuple], *, checked_at: float) -> _Window:
     """Rows of (message id, vector) in any order → a window in id order."""
     ids = np.array([message_id for message_id, _ in rows], dtype=np.int64)
     order = np.argsort(ids, kind="stable")
-    codes, scales = quantized.quantize_columns(unpack([rows[index][1] for index in order]).T)
-    return _Window(ids=ids[order], codes=np.ascontiguousarray(codes), scales=scales, checked_at=checked_at)
+    codes, scales = quantized.quantize_window(unpack([rows[index][1] for index in order], dtype=_DTYPE))
+    return _Window(ids=ids[order], codes=codes, scales=scales, checked_at=checked_at)
 
 
 def _appended(cached: _Window, new: _Window) -> _Window:
@@ -399,18 +412,6 @@ def _appended(cached: _Window, new: _Window) -> _Window:
         scales=np.concatenate([cached.scales[older], new.scales]),
         checked_at=cached.checked_at,
     )
-
-
-def _similarities(session_id: int, vector: np.ndarray, ids: list[int]) -> dict[int, float]:
-    """Similarity to `vector` of those of the session's messages `ids` that have a vector."""
-    from memory.search import rows_by_id
-
-    if not ids:
-        return {}
-    table, key = "memory_messagevector", "message_id"
-    rows = rows_by_id("message_id, vector", session_id=session_id, ids=ids, table=table, key=key)
-    scores = unpack([blob for _, blob in rows]) @ vector
-    return {message_id: float(score) for (message_id, _), score in zip(rows, scores, strict=True)}
 
 
 def fuse(*, lexical: list[tuple[float, int]], semantic: dict[int, float]) -> list[tuple[float, int]]:

@@ -352,7 +352,7 @@ def _quantized_graph(model: _Model):
     with 8-bit dense layers, the same computation as _Model._layer otherwise."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from memory.semantic.quantized import quantize_columns
+    from memory.semantic.quantized import quantize_rows
 
     nodes, initializers = [], []
     heads, hidden_size = model.heads, model.hidden
@@ -368,7 +368,8 @@ def _quantized_graph(model: _Model):
 
     def dense(quantized_input: list[str], weight: np.ndarray, bias: np.ndarray, name: str) -> str:
         values, scale, zero_point = quantized_input
-        weight_values, weight_scale = quantize_columns(weight)
+        codes, weight_scale = quantize_rows(np.ascontiguousarray(weight.T))  # a scale per output column
+        weight_values = np.ascontiguousarray(codes.T)
         weight_zero_point = constant(f"{name}_zero", np.zeros(weight.shape[1], np.int8))
         product = node("MatMulInteger", [values, constant(name, weight_values), zero_point, weight_zero_point])
         scales = node("Mul", [scale, constant(f"{name}_scale", weight_scale)])

@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
-from django.test import Client
+from django.test import Client, override_settings
 
 from conversations.models import Message
 from conversations.services import message_append
@@ -216,6 +216,21 @@ def test_only_the_newest_window_is_scanned_by_vector(session, semantic_on, monke
     hits = search_history(session=session, query="Who is my new boss?", limit=3)
 
     assert answer.id not in [hit.message_id for hit in hits]
+
+
+def test_word_matches_older_than_the_window_are_ranked_by_their_vectors_too(session, semantic_on, monkeypatch):
+    meant = say(session, "assistant", "For work, the Dell XPS 13 notebook: light, and the battery lasts all day.")
+    small_talk(session, 3)
+    plain = say(session, "user", "Work is busy.")
+    small_talk(session, 10)
+    semantic.vectors_update(session.pk)
+    monkeypatch.setattr(semantic, "WINDOW", 5)  # both are older than the window
+
+    hits = search_history(session=session, query="Which laptop for work?", limit=2)
+
+    assert [hit.message_id for hit in hits] == [meant.id, plain.id]
+    with override_settings(BUDDY_SEMANTIC_SEARCH="off"):  # by words alone the shorter one wins
+        assert search_history(session=session, query="Which laptop for work?", limit=1)[0].message_id == plain.id
 
 
 def test_a_cached_window_slides_to_the_newest_vectors(session, semantic_on, monkeypatch):

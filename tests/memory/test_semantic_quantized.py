@@ -14,13 +14,13 @@ def unit_rows(count: int, seed: int) -> np.ndarray:
 
 
 def test_codes_and_scales_give_back_the_matrix() -> None:
-    matrix = unit_rows(50, seed=1).T
+    matrix = unit_rows(50, seed=1)
 
-    codes, scales = quantized.quantize_columns(matrix)
+    codes, scales = quantized.quantize_rows(matrix)
 
     assert codes.dtype == np.int8 and scales.dtype == np.float32
-    assert np.abs(codes).max() <= quantized.RANGE
-    assert np.abs(codes * scales - matrix).max() <= scales.max() / 2 + 1e-7
+    assert np.abs(codes).max() == quantized.RANGE
+    assert np.abs(codes * scales[:, None] - matrix).max() <= scales.max() / 2 + 1e-7
 
 
 @pytest.mark.parametrize("engine", ["onnxruntime", "numpy"])
@@ -28,13 +28,13 @@ def test_similarities_are_within_a_few_thousandths_of_float32(engine, monkeypatc
     window = unit_rows(3000, seed=2)
     question = window[17] + 0.5 * unit_rows(1, seed=3)[0]
     question /= np.linalg.norm(question)
-    codes, scales = quantized.quantize_columns(window.T)
+    codes, scales = quantized.quantize_rows(window)
     if engine == "numpy":  # onnx or onnxruntime missing
-        monkeypatch.setattr(quantized, "_scanner_session", None)
+        monkeypatch.setitem(quantized._sessions, "scanner", None)
     else:
-        assert quantized._scanner() is not None, "onnxruntime is a dependency: the 8-bit scan must run"
+        assert quantized._session_of("scanner", quantized._build_scanner) is not None, "onnxruntime is a dependency"
 
-    scores = quantized.similarities(np.ascontiguousarray(codes), scales, question)
+    scores = quantized.similarities(np.ascontiguousarray(codes.T), scales, question)
 
     exact = window @ question
     assert scores.shape == (3000,)
@@ -44,9 +44,9 @@ def test_similarities_are_within_a_few_thousandths_of_float32(engine, monkeypatc
 
 
 def test_an_empty_window_has_no_similarities() -> None:
-    codes, scales = quantized.quantize_columns(np.zeros((384, 0), dtype=np.float32))
+    codes, scales = quantized.quantize_rows(np.zeros((0, 384), dtype=np.float32))
 
-    assert quantized.similarities(codes, scales, unit_rows(1, seed=4)[0]).shape == (0,)
+    assert quantized.similarities(codes.T, scales, unit_rows(1, seed=4)[0]).shape == (0,)
 
 
 def test_a_scan_that_cannot_be_built_logs_and_uses_numpy(monkeypatch, caplog) -> None:
@@ -54,11 +54,27 @@ def test_a_scan_that_cannot_be_built_logs_and_uses_numpy(monkeypatch, caplog) ->
         raise RuntimeError("no MatMulInteger here")
 
     monkeypatch.setattr(quantized, "_build_scanner", broken)
-    monkeypatch.setattr(quantized, "_scanner_session", quantized._UNBUILT)
+    monkeypatch.delitem(quantized._sessions, "scanner", raising=False)
     window = unit_rows(10, seed=5)
-    codes, scales = quantized.quantize_columns(window.T)
+    codes, scales = quantized.quantize_rows(window)
 
-    scores = quantized.similarities(np.ascontiguousarray(codes), scales, window[3])
+    scores = quantized.similarities(np.ascontiguousarray(codes.T), scales, window[3])
 
     assert np.argmax(scores) == 3
-    assert "8-bit window scan could not be built" in caplog.text
+    assert "8-bit scanner could not be built" in caplog.text
+
+
+def test_a_window_is_quantized_alike_on_onnxruntime_and_numpy(monkeypatch) -> None:
+    stored = unit_rows(500, seed=6).astype(np.float16)  # as MessageVector keeps them
+    stored[7] = 0  # an empty message's vector
+
+    assert quantized._session_of("packer", quantized._build_packer) is not None, "onnxruntime is a dependency"
+    codes, scales = quantized.quantize_window(stored)
+    monkeypatch.setitem(quantized._sessions, "packer", None)
+    numpy_codes, numpy_scales = quantized.quantize_window(stored)
+
+    assert codes.shape == (384, 500) and codes.dtype == np.int8 and codes.flags.c_contiguous
+    np.testing.assert_array_equal(codes, numpy_codes)
+    np.testing.assert_array_equal(scales, numpy_scales)
+    assert not codes[:, 7].any()
+    assert np.abs(codes.T * scales[:, None] - stored.astype(np.float32)).max() <= scales.max() / 2 + 1e-7
