@@ -345,53 +345,48 @@ def windows_forget() -> None:
 
 def _window_read(session_id: int, cached: _Window | None) -> _Window:
     if cached is not None and cached.size:
-        with _cursor(_ROWS_PLAN) as cursor:
-            cursor.execute(
-                "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id > %s"
-                " ORDER BY message_id DESC LIMIT %s",
-                [session_id, int(cached.ids[-1]), WINDOW],
-            )
-            new = _as_window(cursor.fetchall(), checked_at=cached.checked_at)
+        new = _as_window(_query("after", session_id, int(cached.ids[-1]), WINDOW), checked_at=cached.checked_at)
         window = _appended(cached, new) if new.size else cached
         if time.monotonic() - window.checked_at < CHECK_SECONDS:
             return window
-        with _cursor(_INDEX_PLAN) as cursor:
-            cursor.execute(
-                "SELECT count(*), sum(message_id) FROM memory_messagevector WHERE session_id = %s AND message_id >= %s",
-                [session_id, int(window.ids[0])],
-            )
-            count, total = cursor.fetchone()
-            if count == window.size and total == int(window.ids.sum()):
-                return replace(window, checked_at=time.monotonic())
-    with _cursor(_INDEX_PLAN) as cursor:
-        cursor.execute(
-            "SELECT message_id FROM memory_messagevector WHERE session_id = %s"
-            " ORDER BY session_id DESC, message_id DESC LIMIT 1 OFFSET %s",
-            [session_id, WINDOW - 1],
-        )
-        oldest = cursor.fetchone()
-    with _cursor(_ROWS_PLAN) as cursor:
-        cursor.execute(
-            "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id >= %s",
-            [session_id, oldest[0] if oldest else 0],
-        )
-        return _as_window(cursor.fetchall(), checked_at=time.monotonic())
+        ((count, total),) = _query("count", session_id, int(window.ids[0]))
+        if count == window.size and total == int(window.ids.sum()):
+            return replace(window, checked_at=time.monotonic())
+    return _as_window(_query("window", session_id, WINDOW), checked_at=time.monotonic())
 
 
-# PostgreSQL's planner takes a chat's ids to be spread over the whole table (it knows no correlation
-# between session and id), so for "this chat's newest vectors" it walks the primary key through every
-# other chat's. Without that choice, it reads the (session, message) index as meant: alone for ids and
-# counts (an index-only scan), through a bitmap for rows.
-_INDEX_PLAN = {"enable_bitmapscan": "off", "enable_seqscan": "off"}
-_ROWS_PLAN = {"enable_indexscan": "off", "enable_seqscan": "off"}
+# The window's queries: on PostgreSQL, functions of these names with their own planner settings
+# (memory/semantic/postgres.py); on SQLite the same SQL, which its planner gets right by itself.
+_QUERIES = {
+    "after": (
+        "memory_vectors_after",
+        "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id > %s"
+        " ORDER BY message_id DESC LIMIT %s",
+    ),
+    "count": (
+        "memory_vectors_count",
+        "SELECT count(*), sum(message_id) FROM memory_messagevector WHERE session_id = %s AND message_id >= %s",
+    ),
+    "window": (
+        "memory_vectors_window",
+        "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id >= coalesce("
+        "(SELECT message_id FROM memory_messagevector WHERE session_id = %s"
+        " ORDER BY session_id DESC, message_id DESC LIMIT 1 OFFSET %s), 0)",
+    ),
+}
 
 
-def _cursor(plan: dict[str, str]):
-    if connection.vendor == "postgresql":
-        from memory.search.postgres import planned
-
-        return planned({**plan, "jit": "off", "max_parallel_workers_per_gather": "0"})
-    return connection.cursor()
+def _query(name: str, session_id: int, *arguments: int) -> list[tuple]:
+    function, sql = _QUERIES[name]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            placeholders = ", ".join(["%s"] * (1 + len(arguments)))
+            cursor.execute(f"SELECT * FROM {function}({placeholders})", [session_id, *arguments])
+        elif name == "window":  # the session twice, and the offset of the oldest vector kept
+            cursor.execute(sql, [session_id, session_id, arguments[0] - 1])
+        else:
+            cursor.execute(sql, [session_id, *arguments])
+        return cursor.fetchall()
 
 
 def _as_window(rows: list[tuple], *, checked_at: float) -> _Window:

@@ -1,0 +1,50 @@
+"""PostgreSQL: the window's queries as functions that carry their own planner settings.
+
+The planner takes a chat's ids to be spread over the whole of memory_messagevector (it knows no
+correlation between session and id), so for "this chat's newest vectors" it walks the primary key
+through every other chat's (770 ms a search at 1M messages, measured). Told not to, it reads the
+(session, message) index as meant: alone for ids and counts (an index-only scan), through a bitmap for
+rows. Settings in a transaction of their own cost the search four round trips per query (begin, set,
+query, commit); a function's `SET` clauses apply to its own statements only and are put back when it
+returns, whatever happens, in one round trip. Installed by migration memory 0006.
+"""
+
+from __future__ import annotations
+
+# Shared by every function: no JIT compilation or parallel workers for queries of a few milliseconds.
+_COMMON = "SET jit = off SET max_parallel_workers_per_gather = 0 SET enable_seqscan = off"
+_ROWS = f"{_COMMON} SET enable_indexscan = off SET enable_bitmapscan = on"
+_INDEX = f"{_COMMON} SET enable_indexscan = on SET enable_bitmapscan = off"
+
+INSTALL = [
+    # The vectors of a chat's messages after `after`, newest first, at most `most`.
+    f"""CREATE OR REPLACE FUNCTION memory_vectors_after(chat bigint, after bigint, most integer)
+        RETURNS TABLE (id bigint, packed bytea) LANGUAGE sql STABLE {_ROWS} AS $$
+            SELECT v.message_id, v.vector FROM memory_messagevector AS v
+            WHERE v.session_id = chat AND v.message_id > after ORDER BY v.message_id DESC LIMIT most
+        $$""",
+    # How many vectors a chat has from `first` on, and the sum of their ids (an index-only scan).
+    f"""CREATE OR REPLACE FUNCTION memory_vectors_count(chat bigint, first bigint)
+        RETURNS TABLE (count bigint, total numeric) LANGUAGE sql STABLE {_INDEX} AS $$
+            SELECT count(*), sum(v.message_id) FROM memory_messagevector AS v
+            WHERE v.session_id = chat AND v.message_id >= first
+        $$""",
+    # A chat's newest `size` vectors: the oldest of them found in the index alone, then the rows.
+    f"""CREATE OR REPLACE FUNCTION memory_vectors_window(chat bigint, size integer)
+        RETURNS TABLE (id bigint, packed bytea) LANGUAGE plpgsql VOLATILE {_INDEX} AS $$
+        DECLARE
+            oldest bigint;
+        BEGIN
+            SELECT v.message_id INTO oldest FROM memory_messagevector AS v WHERE v.session_id = chat
+                ORDER BY v.session_id DESC, v.message_id DESC LIMIT 1 OFFSET size - 1;
+            PERFORM set_config('enable_indexscan', 'off', true), set_config('enable_bitmapscan', 'on', true);
+            RETURN QUERY SELECT v.message_id, v.vector FROM memory_messagevector AS v
+                WHERE v.session_id = chat AND v.message_id >= coalesce(oldest, 0);
+        END $$""",
+]
+
+UNINSTALL = [
+    "DROP FUNCTION IF EXISTS memory_vectors_window(bigint, integer)",
+    "DROP FUNCTION IF EXISTS memory_vectors_count(bigint, bigint)",
+    "DROP FUNCTION IF EXISTS memory_vectors_after(bigint, bigint, integer)",
+]
