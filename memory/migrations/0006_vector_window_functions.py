@@ -4,27 +4,20 @@
 from django.db import migrations
 
 
-def install(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    from memory.semantic import postgres
+def _run(name: str):
+    def run(apps, schema_editor):
+        if schema_editor.connection.vendor != "postgresql":
+            return
+        from memory.semantic import postgres
 
-    with schema_editor.connection.cursor() as cursor:
-        for statement in postgres.INSTALL:
-            cursor.execute(statement)
+        with schema_editor.connection.cursor() as cursor:
+            for statement in getattr(postgres, name):
+                cursor.execute(statement)
 
-
-def uninstall(apps, schema_editor):
-    if schema_editor.connection.vendor != "postgresql":
-        return
-    from memory.semantic import postgres
-
-    with schema_editor.connection.cursor() as cursor:
-        for statement in postgres.UNINSTALL:
-            cursor.execute(statement)
+    return run
 
 
 class Migration(migrations.Migration):
     dependencies = [("memory", "0005_message_vectors")]
 
-    operations = [migrations.RunPython(install, uninstall)]
+    operations = [migrations.RunPython(_run("INSTALL"), _run("UNINSTALL"))]
