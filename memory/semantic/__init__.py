@@ -18,7 +18,9 @@ run in numpy by memory.semantic.encoder) places such paraphrases near each other
       score = BM25F / best BM25F of the query + SEMANTIC_WEIGHT × (question · vector)
 
   The weights were chosen on bench/recall.py's tuning seeds (1–3) and checked on held-out seeds; the
-  figures are in docs/bench-search.md.
+  figures are in docs/bench-search.md. The question is encoded with 8-bit weights
+  (encoder.encode_query) and the window, cached per process as 8-bit codes, scanned by an integer
+  product (memory.semantic.quantized), both on a thread while the words are looked up (`nearest`).
 
 BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" requires it, "off".
 """
