@@ -121,3 +121,18 @@ def test_query_encoder_that_cannot_be_built_logs_and_falls_back(monkeypatch, cap
     assert "8-bit query encoder could not be built" in caplog.text
     encoder.encode_query("again")
     assert caplog.text.count("could not be built") == 1
+
+
+def test_the_model_directory_follows_the_setting(settings, tmp_path) -> None:
+    bundled = encoder.model_dir()
+    assert encoder.available()
+
+    settings.BUDDY_EMBEDDING_MODEL = str(tmp_path)  # a directory without the model's files
+    assert encoder.model_dir() == tmp_path
+    assert not encoder.available()
+    with pytest.raises(RuntimeError, match="model.safetensors"):
+        encoder.encode(["hello"])
+
+    settings.BUDDY_EMBEDDING_MODEL = str(bundled)
+    assert encoder.available()
+    assert encoder.encode(["hello"]).shape == (1, encoder.DIMENSIONS)
