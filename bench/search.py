@@ -297,11 +297,11 @@ def time_semantic_parts(session, queries: list[str]) -> None:
         started = time.perf_counter()
         encoder.encode([question.text])
         natural_exact.append((time.perf_counter() - started) * 1000)
-    quantized = "8-bit" if encoder._model().quantized() is not None else "float32: no onnxruntime"
+    kind = "8-bit" if encoder._model().quantized() is not None else "float32: no onnxruntime"
     for label, timings in (
-        (f"query encoding ({quantized}), these queries", encode),
+        (f"query encoding ({kind}), these queries", encode),
         ("  the same in float32 (the stored vectors' encoder)", exact),
-        (f"query encoding ({quantized}), natural questions", natural),
+        (f"query encoding ({kind}), natural questions", natural),
         ("  the same in float32", natural_exact),
         (f"window scan ({semantic.WINDOW:,} vectors)", scan),
     ):

@@ -32,12 +32,13 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from memory.semantic import encoder, quantized
 
@@ -49,6 +50,8 @@ CACHED_VECTORS = 200_000
 # How often a cached window is checked whole against the database (seconds).
 CHECK_SECONDS = 5.0
 NEIGHBOURS = 50
+# How long a search waits for its semantic side before it ranks by words only.
+RESULT_SECONDS = 10.0
 # A message found by its vector alone joins the candidates only this similar to the question (on the
 # scale of own + CONTEXT_WEIGHT × previous): below it, what is nearest in a chat is not near, and a
 # question about something never said finds nothing (unrelated questions against small talk: 0.02–0.25).
@@ -265,22 +268,30 @@ class Pending:
     future: Future
 
     def result(self) -> Nearest:
-        return self.future.result()
+        """Raises TimeoutError past RESULT_SECONDS (a process's first search builds the encoder, ~1 s)."""
+        return self.future.result(timeout=RESULT_SECONDS)
 
 
 def nearest(*, session_id: int, query: str) -> Pending:
-    """Start a search's semantic side: the question is encoded and the window scanned on the pool
-    while the caller looks up the words; only reading the window (a query for the vectors written since
-    the last search) happens here, on the caller's connection. The scan waits for the encoding
-    submitted before it, never for work queued after it, so the pool cannot deadlock."""
+    """Start a search's semantic side: the question is encoded on the pool, and the window scanned by
+    the thread that finishes the encoding, while the caller looks up the words; only reading the window
+    (a query for the vectors written since the last search) happens here, on the caller's connection.
+    No thread waits for another."""
     encoding = query_vector(query)
     window = _window(session_id)
-    start = int(window.ids[0]) if window.size else 2**62
-    return Pending(window_start=start, future=_pool().submit(_scan, window, encoding))
+    result: Future = Future()
+
+    def scan(done: Future) -> None:
+        try:
+            result.set_result(_scan(window, done.result()))
+        except Exception as error:  # handed to the caller, which ranks by words
+            result.set_exception(error)
+
+    encoding.add_done_callback(scan)
+    return Pending(window_start=int(window.ids[0]) if window.size else 2**62, future=result)
 
 
-def _scan(window: _Window, encoding: Future) -> Nearest:
-    vector = encoding.result()
+def _scan(window: _Window, vector: np.ndarray) -> Nearest:
     scores = quantized.similarities(window.codes, window.scales, vector)
     rows = np.argpartition(-scores, NEIGHBOURS)[:NEIGHBOURS] if len(scores) > NEIGHBOURS else range(len(scores))
     nearest = {int(window.ids[row]): float(scores[row]) for row in rows if scores[row] >= MIN_SIMILARITY}
@@ -380,7 +391,10 @@ _QUERIES = {
 
 def _query(name: str, session_id: int, *arguments: int) -> list[tuple]:
     function, sql = _QUERIES[name]
-    with connection.cursor() as cursor:
+    # Inside a caller's transaction, a savepoint: a failing query must not abort the caller's transaction
+    # (the search goes on by words). Outside one, no round trips for it.
+    savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
+    with savepoint, connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             placeholders = ", ".join(["%s"] * (1 + len(arguments)))
             cursor.execute(f"SELECT * FROM {function}({placeholders})", [session_id, *arguments])

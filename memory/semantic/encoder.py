@@ -20,10 +20,10 @@ messages a second against 66; torch 62).
 
 A search's question goes through `encode_query` instead: the same model with its dense layers' weights
 in 8 bits, on onnxruntime (the graph is built here from the same weights, in memory, on first use). A
-short question reads 11 MB of weights instead of 42 MB (more than this machine's L3 cache): ~3 ms
-instead of ~9-13 ms on one busy core, at a cosine of >= 0.98 to the float32 vector (0.994 median on the
-recall bench's questions). Stored vectors stay float32-exact, so a question's vector is this close to
-what `encode` would give, and the ranking measured no worse (docs/bench-search.md).
+short question reads 11 MB of weights instead of 42 MB (more than this machine's L3 cache): a natural
+question in 3.7 ms instead of 14.3 ms, at a cosine of >= 0.986 to the float32 vector (0.994 median on
+the recall bench's questions). Stored vectors still come from `encode` (float32, kept as float16), so
+only the question is approximate; recall moved by one question of 216 either way (docs/bench-search.md).
 """
 
 from __future__ import annotations
@@ -118,13 +118,17 @@ def encode(texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
 
 def encode_query(text: str) -> np.ndarray:
     """`text`'s unit vector as a search needs it, fast: the model with 8-bit weights through onnxruntime
-    when it is installed (a short question in ~2.5 ms instead of ~9 ms; cosine to `encode`'s vector
-    >= 0.98), else `encode([text])[0]`. Stored vectors come from `encode`; a query's may be this close."""
+    when it is installed (a natural question in ~3.7 ms instead of ~14 ms; cosine to `encode`'s vector
+    >= 0.98), else `encode([text])[0]`; if onnxruntime fails at run time, float32 from then on. Stored
+    vectors come from `encode`; a question's may be this close."""
     model = _model()
     quantized = model.quantized()
-    if quantized is None:
-        return model.encode([text], batch_size=1)[0]
-    return model.encode([text], batch_size=1, layers=quantized)[0]
+    if quantized is not None:
+        try:
+            return model.encode([text], batch_size=1, layers=quantized)[0]
+        except Exception:
+            model.quantized_failed(quantized)
+    return model.encode([text], batch_size=1)[0]
 
 
 def _missing() -> list[str]:
@@ -257,13 +261,20 @@ class _Model:
         return cls(tokenizer=tokenizer, weights=weights, config=config)
 
     def quantized(self) -> _QuantizedLayers | None:
-        """The encoder layers with 8-bit weights on onnxruntime, built on first use (~0.5 s); None
+        """The encoder layers with 8-bit weights on onnxruntime, built on first use (~1 s); None
         where onnx or onnxruntime is not installed or the session cannot be built (logged once)."""
         if self._quantized is _UNBUILT:
             with _lock:
                 if self._quantized is _UNBUILT:
                     self._quantized = _QuantizedLayers.build(self)
         return self._quantized
+
+    def quantized_failed(self, layers: _QuantizedLayers) -> None:
+        """`layers` failed to run: the process encodes questions in float32 from now on (logged once)."""
+        with _lock:
+            if self._quantized is layers:
+                logger.exception("The 8-bit query encoder failed: queries are encoded in float32 from now on")
+                self._quantized = None
 
     def encode(self, texts: list[str], *, batch_size: int, layers: _QuantizedLayers | None = None) -> np.ndarray:
         result = np.empty((len(texts), self.hidden), dtype=np.float32)
@@ -349,11 +360,9 @@ class _QuantizedLayers:
         from memory.semantic import quantized
 
         try:
-            import onnx  # noqa: F401 (the graph is built with it)
-        except ImportError:
-            return None
-        try:
             session = quantized.session(_quantized_graph(model))
+        except ImportError:  # onnx or onnxruntime not installed
+            return None
         except Exception:
             logger.exception("The 8-bit query encoder could not be built: queries are encoded in float32")
             return None

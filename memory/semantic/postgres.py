@@ -12,7 +12,12 @@ returns, whatever happens, in one round trip. Installed by migration memory 0006
 from __future__ import annotations
 
 # Shared by every function: no JIT compilation or parallel workers for queries of a few milliseconds.
-_COMMON = "SET jit = off SET max_parallel_workers_per_gather = 0 SET enable_seqscan = off"
+# A plan made for each call (plpgsql would switch to a generic plan after five, made without the
+# chat's statistics).
+_COMMON = (
+    "SET jit = off SET max_parallel_workers_per_gather = 0 SET enable_seqscan = off"
+    " SET plan_cache_mode = force_custom_plan"
+)
 _ROWS = f"{_COMMON} SET enable_indexscan = off SET enable_bitmapscan = on"
 _INDEX = f"{_COMMON} SET enable_indexscan = on SET enable_bitmapscan = off"
 

@@ -3,10 +3,11 @@
 
 Both are memory-bound on a small machine: a float32 window of 20,000 vectors is 31 MB, the model's
 dense weights 42 MB, and both are read whole per search. In 8 bits they are a quarter of that, and
-onnxruntime multiplies 8-bit integers directly (numpy only multiplies floats with BLAS). The scan went
-from 3.5 ms to ~0.7 ms at 20,000 vectors, an error of at most ~0.003 in a similarity
-(docs/bench-search.md). Without onnx or onnxruntime (a broken install: both are dependencies) the same
-results come from numpy, slower.
+onnxruntime multiplies 8-bit integers directly (numpy only multiplies floats with BLAS). The scan of
+20,000 vectors takes ~0.6 ms warm (float32 in numpy: 1.0 ms; both ~1.5 ms once evicted from cache), at
+an error of at most 0.006 in a similarity (12,654 real vectors; docs/bench-search.md). Without onnx or
+onnxruntime (a broken install: both are dependencies), or if a session fails, numpy does the same
+work, slower.
 """
 
 from __future__ import annotations
@@ -53,11 +54,15 @@ def quantize_window(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A window's vectors (rows, float16 as stored) → its codes transposed, int8 (DIMENSIONS, rows),
     C-contiguous for `similarities`, and a float32 scale per vector (`quantize_rows`). On onnxruntime:
     numpy converts float16 element by element, 4× slower (a chat's first search reads its window)."""
-    packer = _session_of("packer", _build_packer)
-    if packer is None or not len(vectors):
+    packed = (
+        _run("packer", _build_packer, {"vectors": np.ascontiguousarray(vectors, dtype=np.float16)})
+        if len(vectors)
+        else None
+    )
+    if packed is None:
         codes, scales = quantize_rows(vectors.astype(np.float32))
         return np.ascontiguousarray(codes.T), scales
-    codes, scales = packer.run(None, {"vectors": np.ascontiguousarray(vectors, dtype=np.float16)})
+    codes, scales = packed
     return codes, scales
 
 
@@ -66,10 +71,12 @@ def similarities(codes: np.ndarray, scales: np.ndarray, vector: np.ndarray) -> n
     window quantized with `quantize_rows` and transposed (codes: int8, (DIMENSIONS, n), C-contiguous)."""
     if not codes.shape[1]:
         return np.zeros(0, dtype=np.float32)
-    scanner = _session_of("scanner", _build_scanner)
-    if scanner is None:
+    scanned = _run(
+        "scanner", _build_scanner, {"vector": vector[None, :].astype(np.float32), "codes": codes, "scales": scales}
+    )
+    if scanned is None:
         return (vector @ codes.astype(np.float32)) * scales
-    return scanner.run(None, {"vector": vector[None, :].astype(np.float32), "codes": codes, "scales": scales})[0][0]
+    return scanned[0][0]
 
 
 _sessions: dict[str, object] = {}
@@ -87,6 +94,22 @@ def _session_of(name: str, build):
                     logger.exception("The 8-bit %s could not be built: numpy does its work", name)
                     _sessions[name] = None
     return _sessions[name]
+
+
+def _run(name: str, build, inputs: dict) -> list | None:
+    """The outputs of session `name` on `inputs`; None where there is no such session, or it failed:
+    then it is dropped for the process (logged once) and numpy does its work from then on."""
+    session = _session_of(name, build)
+    if session is None:
+        return None
+    try:
+        return session.run(None, inputs)
+    except Exception:
+        with _lock:
+            if _sessions.get(name) is session:
+                logger.exception("The 8-bit %s failed: numpy does its work from now on", name)
+                _sessions[name] = None
+        return None
 
 
 def _build_scanner():

@@ -472,6 +472,10 @@ def test_postgres_lookup_settings_do_not_leak_into_the_callers_transaction(sessi
 
     assert search_history(session=session, query="harbour master", limit=5)
     assert current() == before
+    for query, arguments in (("window", (5,)), ("after", (0, 5)), ("count", (0,))):  # the window's functions
+        rows = semantic._query(query, session.pk, *arguments)
+        assert bool(rows) == (semantic_search == "on" or query == "count")
+        assert current() == before
 
     with pytest.raises(ZeroDivisionError), postgres.planned({"enable_seqscan": "off"}) as cursor:
         cursor.execute("SELECT 1")

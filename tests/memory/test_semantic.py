@@ -8,6 +8,7 @@ import io
 import numpy as np
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
 from django.test import Client, override_settings
 
 from conversations.models import Message
@@ -439,6 +440,37 @@ def test_a_broken_model_costs_the_meaning_not_the_search(session, semantic_on, m
 
     assert [hit.message_id for hit in hits] == [late.id]
     assert "semantic search failed" in caplog.text
+
+
+def test_a_failing_window_query_costs_the_meaning_not_the_callers_transaction(session, semantic_on, monkeypatch):
+    late = say(session, "user", "The zeppelin exhibition opens on Friday.")
+    semantic.vectors_update(session.pk)
+    monkeypatch.setitem(semantic._QUERIES, "window", ("memory_no_such_function", "SELECT no_such_column FROM x"))
+    assert connection.in_atomic_block  # the test's transaction, as a caller's would be
+
+    hits = search_history(session=session, query="zeppelin exhibition", limit=3)
+
+    assert [hit.message_id for hit in hits] == [late.id]
+    assert Message.objects.filter(session=session).count() == 1  # the transaction still works
+
+
+def test_the_8_bit_encoder_failing_at_run_time_falls_back_to_float32(semantic_on, monkeypatch, caplog):
+    model = encoder._model()
+    layers = model.quantized()
+    assert layers is not None
+
+    def broken(hidden, key_bias):
+        raise RuntimeError("onnxruntime: bad allocation")
+
+    monkeypatch.setattr(layers, "run", broken)
+    monkeypatch.setattr(model, "_quantized", layers)
+
+    vector = encoder.encode_query("What did we decide about pricing?")
+
+    np.testing.assert_array_equal(vector, encoder.encode(["What did we decide about pricing?"])[0])
+    assert model._quantized is None
+    encoder.encode_query("again")
+    assert caplog.text.count("8-bit query encoder failed") == 1
 
 
 def test_a_question_about_something_never_said_finds_nothing(session, semantic_on):

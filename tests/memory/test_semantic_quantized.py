@@ -78,3 +78,41 @@ def test_a_window_is_quantized_alike_on_onnxruntime_and_numpy(monkeypatch) -> No
     np.testing.assert_array_equal(scales, numpy_scales)
     assert not codes[:, 7].any()
     assert np.abs(codes.T * scales[:, None] - stored.astype(np.float32)).max() <= scales.max() / 2 + 1e-7
+
+
+def test_a_scan_failing_at_run_time_logs_once_and_uses_numpy(monkeypatch, caplog) -> None:
+    class Broken:
+        def run(self, outputs, inputs):
+            raise RuntimeError("onnxruntime: bad allocation")
+
+    monkeypatch.setitem(quantized._sessions, "scanner", Broken())
+    window = unit_rows(10, seed=7)
+    codes, scales = quantized.quantize_rows(window)
+
+    for _ in range(2):
+        scores = quantized.similarities(np.ascontiguousarray(codes.T), scales, window[4])
+        assert np.argmax(scores) == 4
+    assert caplog.text.count("8-bit scanner failed") == 1
+    assert quantized._sessions["scanner"] is None
+
+
+def test_similarities_of_real_message_vectors_are_within_a_hundredth() -> None:
+    from memory import semantic
+    from memory.semantic import encoder
+
+    texts = [
+        f"{opening} {subject} {ending}"
+        for opening in ("We talked about", "Remind me of", "I booked", "Priya said something about")
+        for subject in ("the dentist on Tuesday", "the Berlin office", "a new laptop", "the harbour walk", "dinner")
+        for ending in ("again.", "— it went fine.")
+    ]
+    own = encoder.encode(texts)
+    stored = np.vstack([own[0], own[1:] + semantic.CONTEXT_WEIGHT * own[:-1]]).astype(np.float16)  # as written
+    codes, scales = quantized.quantize_window(stored)
+    question = encoder.encode_query("When do I see the dentist?")
+
+    scores = quantized.similarities(codes, scales, question)
+
+    exact = stored.astype(np.float32) @ question
+    assert np.abs(scores - exact).max() < 0.01
+    assert set(np.argsort(-scores)[:3]) == set(np.argsort(-exact)[:3])
