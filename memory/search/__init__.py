@@ -172,9 +172,7 @@ def rows_by_id(columns: str, *, session_id: int, ids: list[int], join: str = "")
     per id: binding 200 placeholders costs psycopg a millisecond)."""
     sql = f"SELECT {columns} FROM conversations_message AS t {join} WHERE t.session_id = %s AND t.id "
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(sql + "= ANY(%s)", [session_id, ids])
-            return cursor.fetchall()
+        return _backend().binary_rows(sql + "= ANY(%s::bigint[])", [session_id, ids])
     rows: list[tuple] = []
     for start in range(0, len(ids), 5000):  # SQLite's limit on parameters is 32,766
         chunk = ids[start : start + 5000]

@@ -299,6 +299,19 @@ def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id:
         return [row[0] for row in cursor.fetchall()]
 
 
+def binary_rows(sql: str, params: list) -> list[tuple]:
+    """The rows of `sql`, received in binary: Django's cursors bind parameters on the client, and
+    those receive every value as text — bytea as hex, which made a chat's window of 1,000 vectors
+    arrive in ~6 ms instead of ~2 ms. A plain psycopg cursor on the same connection (and transaction)
+    takes them in binary."""
+    import psycopg
+
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, binary=True)
+        return cursor.fetchall()
+
+
 _PLANNER_SETTINGS = [
     "enable_seqscan",
     "enable_indexscan",

@@ -394,15 +394,18 @@ def _query(name: str, session_id: int, *arguments: int) -> list[tuple]:
     # Inside a caller's transaction, a savepoint: a failing query must not abort the caller's transaction
     # (the search goes on by words). Outside one, no round trips for it.
     savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
-    with savepoint, connection.cursor() as cursor:
+    with savepoint:
         if connection.vendor == "postgresql":
+            from memory.search.postgres import binary_rows
+
             placeholders = ", ".join(["%s"] * (1 + len(arguments)))
-            cursor.execute(f"SELECT * FROM {function}({placeholders})", [session_id, *arguments])
-        elif name == "window":  # the session twice, and the offset of the oldest vector kept
-            cursor.execute(sql, [session_id, session_id, arguments[0] - 1])
-        else:
-            cursor.execute(sql, [session_id, *arguments])
-        return cursor.fetchall()
+            return binary_rows(f"SELECT * FROM {function}({placeholders})", [session_id, *arguments])
+        with connection.cursor() as cursor:
+            if name == "window":  # the session twice, and the offset of the oldest vector kept
+                cursor.execute(sql, [session_id, session_id, arguments[0] - 1])
+            else:
+                cursor.execute(sql, [session_id, *arguments])
+            return cursor.fetchall()
 
 
 def _as_window(rows: list[tuple], *, checked_at: float) -> _Window:
