@@ -473,6 +473,28 @@ def test_the_8_bit_encoder_failing_at_run_time_falls_back_to_float32(semantic_on
     assert caplog.text.count("8-bit query encoder failed") == 1
 
 
+def test_a_search_waits_for_its_semantic_side_only_so_long(session, semantic_on, monkeypatch, caplog):
+    import time
+
+    late = say(session, "user", "The zeppelin exhibition opens on Friday.")
+    semantic.vectors_update(session.pk)
+    encode_query = encoder.encode_query
+
+    def slow(text):
+        time.sleep(1.0)
+        return encode_query(text)
+
+    monkeypatch.setattr(encoder, "encode_query", slow)
+    monkeypatch.setattr(semantic, "RESULT_SECONDS", 0.05)
+    started = time.monotonic()
+
+    hits = search_history(session=session, query="zeppelin exhibition", limit=3)
+
+    assert time.monotonic() - started < 0.9
+    assert [hit.message_id for hit in hits] == [late.id]
+    assert "semantic search failed" in caplog.text
+
+
 def test_a_question_about_something_never_said_finds_nothing(session, semantic_on):
     small_talk(session, 12)
     semantic.vectors_update(session.pk)
