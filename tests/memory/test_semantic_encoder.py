@@ -136,3 +136,16 @@ def test_the_model_directory_follows_the_setting(settings, tmp_path) -> None:
     settings.BUDDY_EMBEDDING_MODEL = str(bundled)
     assert encoder.available()
     assert encoder.encode(["hello"]).shape == (1, encoder.DIMENSIONS)
+
+
+def test_without_onnx_installed_questions_are_encoded_in_float32_quietly(monkeypatch, caplog) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError
+    monkeypatch.setattr(encoder._model(), "_quantized", encoder._UNBUILT)
+
+    vector = encoder.encode_query("What did we decide about pricing?")
+
+    assert encoder._model().quantized() is None
+    np.testing.assert_array_equal(vector, encoder.encode(["What did we decide about pricing?"])[0])
+    assert "could not be built" not in caplog.text  # a missing optional part is not an error
