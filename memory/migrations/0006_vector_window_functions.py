@@ -3,21 +3,14 @@
 
 from django.db import migrations
 
-
-def _run(name: str):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        from memory.semantic import postgres
-
-        with schema_editor.connection.cursor() as cursor:
-            for statement in getattr(postgres, name):
-                cursor.execute(statement)
-
-    return run
+from memory.migrations._postgres import statements
 
 
 class Migration(migrations.Migration):
     dependencies = [("memory", "0005_message_vectors")]
 
-    operations = [migrations.RunPython(_run("INSTALL"), _run("UNINSTALL"))]
+    operations = [
+        migrations.RunPython(
+            statements("memory.semantic.postgres", "INSTALL"), statements("memory.semantic.postgres", "UNINSTALL")
+        )
+    ]

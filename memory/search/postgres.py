@@ -20,11 +20,9 @@ COPY updates them once per statement, not per row.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from django.db import connection, transaction
+from django.db import connection
 
 from memory.search.text import index_prefix
 
@@ -270,33 +268,65 @@ def _tsquery(session_id: int, term: str, min_id: int, max_id: int, plain_last: i
 def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int) -> list[int]:
     """The `limit` messages of the session with the highest summed weight of the looked-up terms they
     hold (in their text or context), each term counted only in messages with an id of at least its
-    lower bound. Aggregated in SQL, so only the shortlist crosses into Python."""
-    parts: list[str] = []
-    params: list[object] = []
+    lower bound. Aggregated in SQL (memory_search_candidates, CANDIDATES_INSTALL), so only the
+    shortlist crosses into Python, in one round trip."""
+    queries: list[str] = []
+    weights: list[float] = []
+    bounds: list[int] = []
     for lookup in lookups:
         tsquery = _tsquery(session_id, lookup.term, lookup.min_id or first_id, max_id, *lookup.index_stats)
-        if tsquery is None:
-            continue
-        # The prefix scopes the lexeme to the session, and the blocks keep a common term's lists short:
-        # the id bound is a filter on the few rows they point to (`id + 0` keeps the planner from
-        # ANDing them with a primary-key range, whose bitmap can cost more than the lists).
-        bound = " AND id + 0 BETWEEN %s AND %s" if lookup.min_id else ""
-        parts.append("SELECT id, %s::float8 AS weight FROM memory_message_search WHERE vector @@ %s::tsquery" + bound)
-        params += [lookup.weight, tsquery]
-        if lookup.min_id:
-            params += [lookup.min_id, max_id]
-    if not parts:
+        if tsquery is not None:
+            queries.append(tsquery)
+            weights.append(lookup.weight)
+            bounds.append(lookup.min_id)
+    if not queries:
         return []
-    # A few milliseconds of work, which the planner cannot know: it guesses the length of a block list
-    # it has no statistics for (most of them) at a fraction of the table, and with enough blocks or'ed
-    # picks a scan of the whole table, parallel workers or JIT compilation.
-    with planned({"enable_seqscan": "off", "jit": "off", "max_parallel_workers_per_gather": "0"}) as cursor:
+    with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id FROM ({' UNION ALL '.join(parts)}) AS matches GROUP BY id"
-            " ORDER BY sum(weight) DESC, id DESC LIMIT %s",
-            [*params, limit],
+            "SELECT memory_search_candidates(%s::text[], %s::float8[], %s::bigint[], %s, %s)",
+            [queries, weights, bounds, max_id, limit],
         )
         return [row[0] for row in cursor.fetchall()]
+
+
+# The word lookup as a function (memory 0007). Each term is one branch of a UNION ALL: the messages its
+# tsquery matches (the prefix scopes its lexemes to the session, and the blocks keep a common term's
+# lists short), with the id bound as a filter on the few rows they point to (`id + 0` keeps the planner
+# from ANDing them with a primary-key range, whose bitmap can cost more than the lists). The query is
+# written out with its values (EXECUTE: planned for them, every call) because its shape depends on the
+# number of terms.
+#
+# A few milliseconds of work, which the planner cannot know: it guesses the length of a block list it
+# has no statistics for (most of them) at a fraction of the table, and with enough blocks or'ed picks a
+# scan of the whole table, parallel workers or JIT compilation; the function's `SET` clauses turn them
+# off for its own statements and are put back when it returns, whatever happens. Settings in a
+# transaction of its own cost the search four round trips (begin, set, query, commit) instead of one.
+CANDIDATES_INSTALL = [
+    """CREATE OR REPLACE FUNCTION memory_search_candidates(
+            queries text[], weights float8[], bounds bigint[], max_id bigint, most integer)
+        RETURNS SETOF bigint LANGUAGE plpgsql STABLE
+        SET jit = off SET max_parallel_workers_per_gather = 0 SET enable_seqscan = off AS $$
+        DECLARE
+            parts text[] := '{}';
+        BEGIN
+            FOR i IN 1 .. coalesce(array_length(queries, 1), 0) LOOP
+                parts := parts || format(
+                    'SELECT id, %L::float8 AS weight FROM memory_message_search WHERE vector @@ %L::tsquery%s',
+                    weights[i], queries[i],
+                    CASE WHEN bounds[i] > 0
+                        THEN format(' AND id + 0 BETWEEN %s AND %s', bounds[i], max_id) ELSE '' END);
+            END LOOP;
+            IF cardinality(parts) = 0 THEN
+                RETURN;
+            END IF;
+            RETURN QUERY EXECUTE 'SELECT id FROM (' || array_to_string(parts, ' UNION ALL ')
+                || ') AS matches GROUP BY id ORDER BY sum(weight) DESC, id DESC LIMIT ' || most;
+        END $$""",
+]
+
+CANDIDATES_UNINSTALL = [
+    "DROP FUNCTION IF EXISTS memory_search_candidates(text[], float8[], bigint[], bigint, integer)",
+]
 
 
 def binary_rows(sql: str, params: list) -> list[tuple]:
@@ -311,36 +341,3 @@ def binary_rows(sql: str, params: list) -> list[tuple]:
     with psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(sql, params, binary=True)
         return cursor.fetchall()
-
-
-_PLANNER_SETTINGS = [
-    "enable_seqscan",
-    "enable_indexscan",
-    "enable_bitmapscan",
-    "jit",
-    "max_parallel_workers_per_gather",
-]
-
-
-@contextmanager
-def planned(values: dict[str, str]) -> Iterator:
-    """A cursor in a transaction whose planner settings (of _PLANNER_SETTINGS) are `values`; inside a
-    caller's transaction they are put back afterwards, where settings local to the transaction would
-    otherwise outlive the query."""
-    nested = connection.in_atomic_block
-    with transaction.atomic(), connection.cursor() as cursor:
-        if nested:
-            cursor.execute(f"SELECT {', '.join('current_setting(%s)' for _ in _PLANNER_SETTINGS)}", _PLANNER_SETTINGS)
-            before = dict(zip(_PLANNER_SETTINGS, cursor.fetchone(), strict=True))
-        _planner_settings(cursor, values)
-        yield cursor
-        if nested:
-            _planner_settings(cursor, before)
-
-
-def _planner_settings(cursor, values: dict[str, str]) -> None:
-    """Set planner settings for the current transaction only (one statement, any protocol)."""
-    cursor.execute(
-        f"SELECT {', '.join('set_config(%s, %s, true)' for _ in values)}",
-        [item for pair in values.items() for item in pair],
-    )
