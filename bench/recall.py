@@ -97,7 +97,7 @@ class Corpus:
         average = sum(len(f) for f in fields) / self.n
         scores = []
         for index, body in enumerate(fields):
-            score = search.bm25f(terms=terms, body=body, context=[], average_body=average, average_context=1)
+            score = search.bm25f(terms=terms, body=" ".join(body), context="", average_body=average, average_context=1)
             if score:
                 scores.append((score, index))
         return [index for _, index in sorted(scores, reverse=True)[:k]]
@@ -110,8 +110,8 @@ class Corpus:
         for index in range(self.n):
             score = search.bm25f(
                 terms=terms,
-                body=self.terms[index],
-                context=self.context[index],
+                body=" ".join(self.terms[index]),
+                context=" ".join(self.context[index]),
                 average_body=average_body,
                 average_context=average_context,
             )

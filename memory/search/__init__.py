@@ -36,7 +36,7 @@ from django.db import connection
 from django.utils.dateparse import parse_datetime
 
 from conversations.models import Session
-from memory.search.text import query_terms, snippet, split_terms
+from memory.search.text import query_terms, snippet
 
 # BM25 parameters: k1 as usual; b, the context weight and the IDF power tuned on bench/recall.py
 # (seeds 1–3).
@@ -144,26 +144,37 @@ def _newest_bound(df: int, stats: _SessionStats) -> int:
 def bm25f(
     *,
     terms: dict[str, float],
-    body: list[str],
-    context: list[str],
+    body: str,
+    context: str,
     average_body: float,
     average_context: float,
 ) -> float:
     """BM25F of one message (Robertson & Zaragoza): each field's term frequency is normalised by that
     field's length against its own average, the fields are summed with their weights, and the sum is
-    saturated once, so a long neighbour does not make the message itself count as long. `context`
-    holds distinct terms (memory.search.text.context_terms)."""
-    # list.count and `in` run in C; a message holds few of the query's terms, so this beats a Counter.
-    body_norm = 1 - B + B * len(body) / average_body
-    context_norm = 1 - B + B * len(context) / average_context
+    saturated once, so a long neighbour does not make the message itself count as long. `body` and
+    `context` are terms as stored (joined by single spaces; the context's distinct,
+    memory.search.text.context_terms)."""
+    # Counted in the stored strings, not in lists split from them: 200 candidates per search, and
+    # str.count runs in C. Spaces are doubled in the body because str.count finds matches that do not
+    # overlap, and " a " twice in " a a " shares a space.
+    body_norm = 1 - B + B * _length(body) / average_body
+    context_norm = 1 - B + B * _length(context) / average_context
+    spaced_body = " " + body.replace(" ", "  ") + " "
+    spaced_context = f" {context} "
     score = 0.0
     for term, weight in terms.items():
-        frequency = body.count(term) / body_norm
-        if term in context:
+        needle = f" {term} "
+        frequency = spaced_body.count(needle) / body_norm
+        if needle in spaced_context:
             frequency += CONTEXT_WEIGHT / context_norm
         if frequency:
             score += weight * frequency * (K1 + 1) / (frequency + K1)
     return score
+
+
+def _length(stored: str) -> int:
+    """The number of terms in stored terms (joined by single spaces)."""
+    return stored.count(" ") + 1 if stored else 0
 
 
 def rows_by_id(columns: str, *, session_id: int, ids: list[int], join: str = "", binary: bool = False) -> list[tuple]:
@@ -313,8 +324,8 @@ def _lexical(
             (
                 bm25f(
                     terms=weights,
-                    body=split_terms(body),
-                    context=split_terms(context),
+                    body=body,
+                    context=context,
                     average_body=stats.average_body,
                     average_context=stats.average_context,
                 ),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
+from hypothesis import given
+from hypothesis import strategies as st
 
 import memory.search as search
 from conversations.models import Message
@@ -480,6 +482,36 @@ def test_postgres_lookup_settings_do_not_leak_into_the_callers_transaction(sessi
             [["'harbour' &"], [1.0], [0], 10, 5],
         )
     assert current() == before
+
+
+def _bm25f_reference(*, terms, body: list[str], context: list[str], average_body, average_context) -> float:
+    """BM25F as written in the literature, over lists of terms: what search.bm25f computes from the
+    stored strings."""
+    body_norm = 1 - search.B + search.B * len(body) / average_body
+    context_norm = 1 - search.B + search.B * len(context) / average_context
+    score = 0.0
+    for term, weight in terms.items():
+        frequency = body.count(term) / body_norm + (search.CONTEXT_WEIGHT / context_norm if term in context else 0)
+        if frequency:
+            score += weight * frequency * (search.K1 + 1) / (frequency + search.K1)
+    return score
+
+
+_TERMS = st.sampled_from(["a", "ab", "b", "ba", "price", "pric", "rice", "x1"])
+
+
+@given(
+    body=st.lists(_TERMS, max_size=12),
+    context=st.lists(_TERMS, max_size=6, unique=True),
+    query=st.dictionaries(_TERMS, st.floats(0.1, 10), min_size=1, max_size=4),
+)
+def test_bm25f_counts_whole_terms_in_the_stored_strings(body, context, query):
+    """Scored from the stored strings: repeated neighbours ("a a a") each count, and a term never
+    matches inside a longer one ("rice" in "price")."""
+    averages = {"average_body": 5.0, "average_context": 3.0}
+    expected = _bm25f_reference(terms=query, body=body, context=context, **averages)
+    stored = search.bm25f(terms=query, body=" ".join(body), context=" ".join(context), **averages)
+    assert stored == pytest.approx(expected, rel=1e-12, abs=1e-12)
 
 
 HOSTILE_QUERIES = [
