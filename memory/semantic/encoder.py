@@ -418,12 +418,15 @@ def _quantized_graph(model: _Model):
     for index, layer in enumerate(model.layers):
         prefix = f"layer{index}"
         quantized = quantize(hidden)
-        heads_of = {}
-        # qkv_weight holds query (pre-scaled), key and value side by side; key comes out transposed.
-        for part, (role, order) in enumerate((("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3]))):
-            columns = slice(part * hidden_size, (part + 1) * hidden_size)
-            x = dense(quantized, layer.qkv_weight[:, columns], layer.qkv_bias[columns], f"{prefix}_{role}")
-            heads_of[role] = node("Transpose", [node("Reshape", [x, split_heads])], perm=order)
+        # qkv_weight holds query (pre-scaled), key and value side by side: one product, then split
+        # (one kernel call instead of three); key comes out transposed.
+        qkv = node("Split", [dense(quantized, layer.qkv_weight, layer.qkv_bias, f"{prefix}_qkv")], outputs=3, axis=-1)
+        heads_of = {
+            role: node("Transpose", [node("Reshape", [x, split_heads])], perm=order)
+            for role, x, order in zip(
+                ("query", "key", "value"), qkv, ([0, 2, 1, 3], [0, 2, 3, 1], [0, 2, 1, 3]), strict=True
+            )
+        }
         scores = node("Add", [node("MatMul", [heads_of["query"], heads_of["key"]]), "key_bias"])
         context = node("MatMul", [node("Softmax", [scores], axis=-1), heads_of["value"]])
         context = node("Reshape", [node("Transpose", [context], perm=[0, 2, 1, 3]), join_heads])
