@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from canvas.routing import websocket_urlpatterns  # noqa: E402
+from memory import semantic  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
@@ -21,3 +22,7 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# The model semantic search encodes questions with is built on a background thread now, not by the
+# first search (~1 s).
+semantic.warm_up()

@@ -27,6 +27,7 @@ BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -41,6 +42,8 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from memory.semantic import encoder, quantized
+
+logger = logging.getLogger(__name__)
 
 CONTEXT_WEIGHT = 0.8
 SEMANTIC_WEIGHT = 3.5
@@ -247,6 +250,24 @@ def _pool() -> ThreadPoolExecutor:
 def query_vector(query: str) -> Future:
     """The query's vector (encoder.encode_query), computed on a thread of the pool."""
     return _pool().submit(encoder.encode_query, query)
+
+
+def warm_up() -> Future | None:
+    """Build, on the pool, what a process's first search would otherwise wait for (~1 s: the model,
+    its 8-bit graph, the window's quantizer and scan): called once a process starts serving
+    (buddy/asgi.py). None when semantic search is off."""
+    if not enabled():
+        return None
+    return _pool().submit(_warm_up)
+
+
+def _warm_up() -> None:
+    try:
+        vector = encoder.encode_query("What did we decide?")
+        codes, scales = quantized.quantize_window(np.ones((1, encoder.DIMENSIONS), dtype=_DTYPE))
+        quantized.similarities(codes, scales, vector)
+    except Exception:  # the first search will say why, and go on by words
+        logger.warning("Semantic search could not warm up", exc_info=True)
 
 
 @dataclass(frozen=True)

@@ -376,6 +376,26 @@ def test_a_forked_process_encodes_on_a_pool_of_its_own(semantic_on, monkeypatch)
     semantic._encoding[1].shutdown()
 
 
+def test_warm_up_builds_what_the_first_search_would_wait_for(semantic_on, settings, monkeypatch, caplog):
+    from memory.semantic import quantized
+
+    model = encoder._model()
+    monkeypatch.setattr(model, "_quantized", encoder._UNBUILT)
+    monkeypatch.setattr(quantized, "_sessions", {})
+
+    semantic.warm_up().result(timeout=60)
+
+    assert model._quantized is not encoder._UNBUILT and model._quantized is not None
+    assert {"packer", "scanner"} <= set(quantized._sessions)
+    settings.BUDDY_SEMANTIC_SEARCH = "off"
+    assert semantic.warm_up() is None
+
+    settings.BUDDY_SEMANTIC_SEARCH = "on"
+    monkeypatch.setattr(encoder, "encode_query", lambda text: 1 / 0)
+    semantic.warm_up().result(timeout=60)  # a failure is logged, not raised on the pool
+    assert "could not warm up" in caplog.text
+
+
 def test_one_vector_job_per_session_at_a_time(session, semantic_on):
     from datetime import timedelta
 
