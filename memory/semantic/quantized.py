@@ -24,9 +24,10 @@ logger = logging.getLogger(__name__)
 RANGE = 63
 
 
-def session(model):
+def session(model, *, disabled_optimizers: tuple[str, ...] = ()):
     """An onnxruntime session of the ONNX `model` on one thread (searches run side by side, as with
-    OPENBLAS_NUM_THREADS=1), or None where onnxruntime is not installed."""
+    OPENBLAS_NUM_THREADS=1), without the graph rewrites named in `disabled_optimizers`; None where
+    onnxruntime is not installed."""
     try:
         import onnxruntime
     except ImportError:
@@ -35,7 +36,12 @@ def session(model):
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    return onnxruntime.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(
+        model.SerializeToString(),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=list(disabled_optimizers),
+    )
 
 
 def quantize_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
