@@ -177,15 +177,12 @@ def _length(stored: str) -> int:
     return stored.count(" ") + 1 if stored else 0
 
 
-def rows_by_id(columns: str, *, session_id: int, ids: list[int], join: str = "", binary: bool = False) -> list[tuple]:
-    """Raw rows of the session's messages (table alias `t`, `join`ed to others) with these ids: a hot
-    path, spared the ORM's query building (and on PostgreSQL one array parameter, not one placeholder
-    per id: binding 200 placeholders costs psycopg a millisecond). `binary` for rows with vectors
-    (memory.search.postgres.binary_rows; for text alone it measured slower)."""
-    sql = f"SELECT {columns} FROM conversations_message AS t {join} WHERE t.session_id = %s AND t.id "
+def rows_by_id(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
+    """Raw rows of the session's messages (table alias `t`) with these ids: a hot path, spared the
+    ORM's query building (and on PostgreSQL one array parameter, not one placeholder per id: binding
+    200 placeholders costs psycopg a millisecond)."""
+    sql = f"SELECT {columns} FROM conversations_message AS t WHERE t.session_id = %s AND t.id "
     if connection.vendor == "postgresql":
-        if binary:
-            return _backend().binary_rows(sql + "= ANY(%s::bigint[])", [session_id, ids])
         with connection.cursor() as cursor:
             cursor.execute(sql + "= ANY(%s)", [session_id, ids])
             return cursor.fetchall()
@@ -196,6 +193,21 @@ def rows_by_id(columns: str, *, session_id: int, ids: list[int], join: str = "",
             cursor.execute(sql + f"IN ({', '.join(['%s'] * len(chunk))})", [session_id, *chunk])
             rows += cursor.fetchall()
     return rows
+
+
+def shortlist_sql(candidates: str, *, vectors_before: int | None) -> str:
+    """The query of a shortlist's rows, for the index backends: `candidates` is a FROM item (alias
+    `c`, column `id`) that the backend writes; the rows are the messages' id, terms and context, and
+    with `vectors_before` the packed semantic vector of those with a smaller id (else NULL). The last
+    parameter is the session's id."""
+    vector, join = "NULL", ""
+    if vectors_before is not None:
+        vector = "v.vector"
+        join = f" LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND t.id < {int(vectors_before)}"
+    return (
+        f"SELECT t.id, t.search_terms, t.search_context, {vector} FROM {candidates}"
+        f" JOIN conversations_message AS t ON t.id = c.id{join} WHERE t.session_id = %s"
+    )
 
 
 def _aware(value: datetime | str) -> datetime:
@@ -304,21 +316,15 @@ def _lexical(
         )
         for term in terms
     ]
-    shortlist = _backend().candidates(
+    # The shortlist and its rows in one statement: one round trip, and no 200 ids sent back.
+    rows = _backend().candidates(
         session_id=session_id,
         lookups=lookups,
         first_id=stats.first_id,
         max_id=stats.last_id,
         limit=max(RESCORED_CANDIDATES, 4 * limit),
+        vectors_before=vectors_before,
     )
-    join, vector = "", "NULL"
-    if vectors_before is not None:
-        join, vector = (
-            f"LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND t.id < {int(vectors_before)}",
-            "v.vector",
-        )
-    columns = f"t.id, t.search_terms, t.search_context, {vector}"
-    rows = rows_by_id(columns, session_id=session_id, ids=shortlist, join=join, binary=bool(join))
     scored = sorted(
         (
             (

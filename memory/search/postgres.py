@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from django.db import connection
 
+from memory.search import shortlist_sql
 from memory.search.text import index_prefix
 
 if TYPE_CHECKING:
@@ -265,11 +266,14 @@ def _tsquery(session_id: int, term: str, min_id: int, max_id: int, plain_last: i
     return " | ".join(f"'{lexeme}'" for lexeme in lexemes) or None
 
 
-def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int) -> list[int]:
-    """The `limit` messages of the session with the highest summed weight of the looked-up terms they
-    hold (in their text or context), each term counted only in messages with an id of at least its
-    lower bound. Aggregated in SQL (memory_search_candidates, CANDIDATES_INSTALL), so only the
-    shortlist crosses into Python, in one round trip."""
+def candidates(
+    *, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int, vectors_before: int | None = None
+) -> list[tuple]:
+    """The rows (memory.search.shortlist_sql) of the `limit` messages of the session with the highest
+    summed weight of the looked-up terms they hold (in their text or context), each term counted only
+    in messages with an id of at least its lower bound. Aggregated in SQL (memory_search_candidates,
+    CANDIDATES_INSTALL), so only the shortlist crosses into Python, in one round trip; with vectors, in
+    binary (binary_rows)."""
     queries: list[str] = []
     weights: list[float] = []
     bounds: list[int] = []
@@ -281,12 +285,16 @@ def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id:
             bounds.append(lookup.min_id)
     if not queries:
         return []
+    sql = shortlist_sql(
+        "memory_search_candidates(%s::text[], %s::float8[], %s::bigint[], %s, %s) AS c(id)",
+        vectors_before=vectors_before,
+    )
+    params = [queries, weights, bounds, max_id, limit, session_id]
+    if vectors_before is not None:
+        return binary_rows(sql, params)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT memory_search_candidates(%s::text[], %s::float8[], %s::bigint[], %s, %s)",
-            [queries, weights, bounds, max_id, limit],
-        )
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 # The word lookup as a function (memory 0007). Each term is one branch of a UNION ALL: the messages its
@@ -304,7 +312,7 @@ def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id:
 CANDIDATES_INSTALL = [
     """CREATE OR REPLACE FUNCTION memory_search_candidates(
             queries text[], weights float8[], bounds bigint[], max_id bigint, most integer)
-        RETURNS SETOF bigint LANGUAGE plpgsql STABLE
+        RETURNS SETOF bigint LANGUAGE plpgsql STABLE ROWS 200
         SET jit = off SET max_parallel_workers_per_gather = 0 SET enable_seqscan = off AS $$
         DECLARE
             parts text[] := '{}';

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from django.db import connection
 
+from memory.search import shortlist_sql
 from memory.search.text import index_prefix
 
 if TYPE_CHECKING:
@@ -130,10 +131,13 @@ UNINSTALL = [
 TERM_COLUMNS = ()
 
 
-def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int) -> list[int]:
-    """The `limit` messages of the session with the highest summed weight of the looked-up terms they
-    hold (in their text or context), each term counted only in messages with an id of at least its
-    lower bound. Aggregated in SQL, so only the shortlist crosses into Python."""
+def candidates(
+    *, session_id: int, lookups: list[Lookup], first_id: int, max_id: int, limit: int, vectors_before: int | None = None
+) -> list[tuple]:
+    """The rows (memory.search.shortlist_sql) of the `limit` messages of the session with the highest
+    summed weight of the looked-up terms they hold (in their text or context), each term counted only
+    in messages with an id of at least its lower bound. Aggregated in SQL, so only the shortlist
+    crosses into Python."""
     parts: list[str] = []
     params: list[object] = []
     for lookup in lookups:
@@ -142,9 +146,9 @@ def candidates(*, session_id: int, lookups: list[Lookup], first_id: int, max_id:
             " WHERE memory_message_fts MATCH %s AND rowid BETWEEN %s AND %s"
         )
         params += [lookup.weight, '"' + index_prefix(session_id) + lookup.term + '"', lookup.min_id, max_id]
+    ranked = (
+        f"(SELECT id FROM ({' UNION ALL '.join(parts)}) GROUP BY id ORDER BY sum(weight) DESC, id DESC LIMIT %s) AS c"
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM ({' UNION ALL '.join(parts)}) GROUP BY id ORDER BY sum(weight) DESC, id DESC LIMIT %s",
-            [*params, limit],
-        )
-        return [row[0] for row in cursor.fetchall()]
+        cursor.execute(shortlist_sql(ranked, vectors_before=vectors_before), [*params, limit, session_id])
+        return cursor.fetchall()

@@ -375,7 +375,7 @@ def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session
             max_id=everything[-1].id,
             limit=10_000,
         )
-        assert sorted(found) == [message_id for message_id in holding if message_id >= min_id]
+        assert sorted(row[0] for row in found) == [message_id for message_id in holding if message_id >= min_id]
     prefix = index_prefix(session.pk) + ferry
     assert f"'{prefix}'" not in postgres._tsquery(session.pk, ferry, later[0].id, later[-1].id, plain_last, last_id)
     assert postgres._tsquery(session.pk, ferry, holding[0], plain_last, plain_last, plain_last) == f"'{prefix}'"
@@ -432,7 +432,7 @@ def test_postgres_concurrent_appends_keep_plain_and_blocked_lists_apart(session)
         max_id=last_id,
         limit=1_000,
     )
-    assert sorted(found) == sorted(written)
+    assert sorted(row[0] for row in found) == sorted(written)
 
 
 @pytest.mark.postgres
