@@ -309,6 +309,9 @@ def candidates(
 # scan of the whole table, parallel workers or JIT compilation; the function's `SET` clauses turn them
 # off for its own statements and are put back when it returns, whatever happens. Settings in a
 # transaction of its own cost the search four round trips (begin, set, query, commit) instead of one.
+# The weights are passed as a parameter (exact, whatever extra_float_digits says); the tsqueries are
+# written out, so that the planner sees their lexemes. Migration 0007 runs this text: a change to it
+# needs a migration of its own to reach databases migrated before.
 CANDIDATES_INSTALL = [
     """CREATE OR REPLACE FUNCTION memory_search_candidates(
             queries text[], weights float8[], bounds bigint[], max_id bigint, most integer)
@@ -319,8 +322,8 @@ CANDIDATES_INSTALL = [
         BEGIN
             FOR i IN 1 .. coalesce(array_length(queries, 1), 0) LOOP
                 parts := parts || format(
-                    'SELECT id, %L::float8 AS weight FROM memory_message_search WHERE vector @@ %L::tsquery%s',
-                    weights[i], queries[i],
+                    'SELECT id, $1[%s] AS weight FROM memory_message_search WHERE vector @@ %L::tsquery%s',
+                    i, queries[i],
                     CASE WHEN bounds[i] > 0
                         THEN format(' AND id + 0 BETWEEN %s AND %s', bounds[i], max_id) ELSE '' END);
             END LOOP;
@@ -328,7 +331,8 @@ CANDIDATES_INSTALL = [
                 RETURN;
             END IF;
             RETURN QUERY EXECUTE 'SELECT id FROM (' || array_to_string(parts, ' UNION ALL ')
-                || ') AS matches GROUP BY id ORDER BY sum(weight) DESC, id DESC LIMIT ' || most;
+                || ') AS matches GROUP BY id ORDER BY sum(weight) DESC, id DESC LIMIT ' || most
+                USING weights;
         END $$""",
 ]
 

@@ -476,11 +476,15 @@ def test_postgres_lookup_settings_do_not_leak_into_the_callers_transaction(sessi
         assert bool(rows) == (semantic_search == "on" or query == "count")
         assert current() == before
 
-    with pytest.raises(DatabaseError), transaction.atomic(), connection.cursor() as cursor:
+    with connection.cursor() as cursor:  # the word lookup carries its settings itself
+        cursor.execute("SELECT proconfig FROM pg_proc WHERE proname = 'memory_search_candidates'")
+        assert set(cursor.fetchone()[0]) == {"jit=off", "max_parallel_workers_per_gather=0", "enable_seqscan=off"}
+    with pytest.raises(DatabaseError) as failed, transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(  # a tsquery that does not parse: the lookup fails inside its function
             "SELECT memory_search_candidates(%s::text[], %s::float8[], %s::bigint[], %s, %s)",
             [["'harbour' &"], [1.0], [0], 10, 5],
         )
+    assert failed.value.__cause__.sqlstate == "42601"  # a syntax error, not a missing function
     assert current() == before
 
 
