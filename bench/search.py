@@ -26,6 +26,7 @@ import random
 import statistics
 import sys
 import time
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -143,9 +144,24 @@ def all_rows(user_id: int, agent_id: int):
 SQLITE_FILE = ROOT / "var" / "bench" / "search.sqlite3"
 
 
+def sqlite_built() -> bool:
+    """Whether the SQLite bench database holds the whole data set (not one being built right now by
+    another run: its rows would be copied half-way)."""
+    import sqlite3
+
+    if not SQLITE_FILE.exists():
+        return False
+    try:
+        with closing(sqlite3.connect(f"file:{SQLITE_FILE}?mode=ro", uri=True)) as source:
+            last = source.execute("SELECT 1 FROM conversations_message WHERE session_id = 1001 LIMIT 1")
+            return last.fetchone() is not None
+    except sqlite3.Error:
+        return False
+
+
 def rows_from_sqlite():
-    """The SQLite bench database's rows, when it exists: the same data set, without generating it again
-    (generation, not COPY, is the slow part of a build)."""
+    """The SQLite bench database's rows, when it is built: the same data set, without generating it
+    again (generation, not COPY, is the slow part of a build)."""
     import sqlite3
 
     with sqlite3.connect(SQLITE_FILE) as source:
@@ -201,7 +217,7 @@ def build() -> None:
             raw.cursor() as cursor,
             cursor.copy(f"COPY conversations_message ({COLUMNS}) FROM STDIN") as copy,
         ):
-            for row in rows_from_sqlite() if SQLITE_FILE.exists() else all_rows(user.id, agent.id):
+            for row in rows_from_sqlite() if sqlite_built() else all_rows(user.id, agent.id):
                 copy.write_row(row)
         raw.commit()
     loaded = time.perf_counter()
