@@ -11,8 +11,8 @@ The database finds candidates, Python ranks them, the same way on both backends:
    messages that hold its rarer words instead of outvoting them.
 3. The index (FTS5 on SQLite, GIN on PostgreSQL; memory.search.sqlite / .postgres) lists the messages
    holding each term in their own text or in their context (the message before them, and inside a
-   turn the prompt that started it). A term in more
-   than `CANDIDATES_PER_TERM` messages contributes only its newest matches, about that many: this
+   turn the prompt that started it). A term that matches more than `CANDIDATES_PER_TERM` messages
+   (in their text or their context) contributes only its newest matches, about that many: this
    bounds the work of common words on a long archive. Its older matches still count in full in
    messages that come in through a rarer query term.
 4. Candidates are pre-ranked by the summed weight of the terms they hold; the best
@@ -88,6 +88,14 @@ class _SessionStats:
     def average_context(self) -> float:
         return max(1.0, self.context_terms / max(1, self.messages))
 
+    @property
+    def matches_per_message(self) -> float:
+        """How many messages a term matches, in text or context, per message holding it in its text:
+        the message itself and, through their context, its reply and the rest of its turn. Estimated
+        for the session as 1 + context terms per text term (the text's counted with repeats, so a little
+        low)."""
+        return 1.0 + self.context_terms / max(1, self.body_terms)
+
 
 def _backend():
     from memory.search import postgres, sqlite
@@ -133,12 +141,14 @@ def term_weight(df: int, messages: int) -> float:
 
 
 def _newest_bound(df: int, stats: _SessionStats) -> int:
-    """The lowest message id to look at for a term in `df` messages: about CANDIDATES_PER_TERM of its
-    matches lie above it if matches are spread evenly over the session's ids."""
-    if df <= CANDIDATES_PER_TERM:
+    """The lowest message id to look at for a term in the text of `df` messages: about
+    CANDIDATES_PER_TERM of its matches (text and context: about twice `df`, see
+    _SessionStats.matches_per_message) lie above it if they are spread evenly over the session's ids."""
+    matches = df * stats.matches_per_message
+    if matches <= CANDIDATES_PER_TERM:
         return 0
     span = stats.last_id - stats.first_id + 1
-    return stats.last_id - math.ceil(span * CANDIDATES_PER_TERM / df)
+    return stats.last_id - math.ceil(span * CANDIDATES_PER_TERM / matches)
 
 
 def bm25f(

@@ -197,6 +197,33 @@ def test_common_term_cap_keeps_old_messages_with_a_rarer_term(session, monkeypat
     assert hits[0].score > only_rare[0].score  # the capped term still counted in its score
 
 
+def test_a_common_term_brings_about_the_cap_of_its_newest_matches(session, monkeypatch):
+    """A capped term brings about CANDIDATES_PER_TERM of its newest matches, counting the messages
+    that hold it only in their context (the replies to those that name it): not twice as many."""
+    from memory.search import postgres as postgres_backend
+    from memory.search import sqlite as sqlite_backend
+
+    monkeypatch.setattr(search, "CANDIDATES_PER_TERM", 10)
+    for index in range(60):
+        say(session, "user", f"Another meeting about item {index}.")
+        say(session, "assistant", f"Noted {index}.")
+    brought: list[int] = []
+    for backend in (postgres_backend, sqlite_backend):
+
+        def counted(*, real=backend.candidates, **arguments):
+            rows = real(**arguments)
+            brought.append(len(rows))
+            return rows
+
+        monkeypatch.setattr(backend, "candidates", counted)
+
+    search_history(session=session, query="meeting", limit=5)
+
+    # 120 messages match (60 in their text, 60 replies in their context); without counting the
+    # context the bound would let in about 20.
+    assert brought and 5 <= brought[0] <= 14
+
+
 def test_deleting_a_session_removes_its_statistics(session):
     say(session, "user", "Remember the alpaca farm.")
     session_id = session.pk
