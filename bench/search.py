@@ -418,9 +418,11 @@ def time_like(label: str, pairs: list[tuple[object, str]], per_word: bool) -> No
     )
 
 
+@override_settings(BUDDY_SEMANTIC_SEARCH="off")
 def bound_effect(session, queries: list[str]) -> None:
-    """Top 10 with the bounds against an unbounded ranking (every match of every term, all rescored),
-    apart for queries where every term is common (> CANDIDATES_PER_TERM messages) and the rest."""
+    """Words only, top 10 with the bounds against an unbounded ranking (every match of every term, all
+    rescored), apart for queries whose every term is capped (matches more than CANDIDATES_PER_TERM
+    messages, text and context: memory.search._newest_bound) and the rest."""
     bounded = {q: [h.message_id for h in search.search_history(session=session, query=q, limit=10)] for q in queries}
     saved = search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES
     search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES = 10**9, 10**9
@@ -428,12 +430,10 @@ def bound_effect(session, queries: list[str]) -> None:
         exact = {q: [h.message_id for h in search.search_history(session=session, query=q, limit=10)] for q in queries}
     finally:
         search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES = saved
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT term, df FROM memory_search_term WHERE session_id = %s", [session.pk])
-        frequencies = dict(cursor.fetchall())
     groups: dict[str, list[str]] = {"a rarer term": [], "only common terms": []}
     for q in queries:
-        common = all(frequencies.get(t, 0) > search.CANDIDATES_PER_TERM for t in query_terms(q))
+        stats, term_stats = search._statistics(session.pk, query_terms(q))
+        common = all(search._newest_bound(term_stats[term][0], stats) > 0 for term in term_stats)
         groups["only common terms" if common else "a rarer term"].append(q)
     for name, group in groups.items():
         if not group:
