@@ -19,7 +19,10 @@ tree="var/bench/alternate-$sha"
 export DATABASE_URL="${DATABASE_URL:-sqlite:///$PWD/var/bench/search.sqlite3}"
 read -r -a args <<< "${SEARCH_ARGS:---semantic --like-queries 0 --bound-queries 0}"
 
-[ -d "$tree" ] || git worktree add --detach "$tree" "$sha" >/dev/null
+if [ ! -d "$tree" ]; then
+  git worktree prune  # a worktree deleted by hand stays registered until pruned
+  git worktree add --detach "$tree" "$sha" >/dev/null
+fi
 for run in $(seq "$runs"); do
   for code in "$sha" "working tree"; do
     script="bench/search.py"
