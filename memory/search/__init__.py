@@ -213,7 +213,10 @@ def shortlist_sql(candidates: str, *, vectors_before: int | None) -> str:
     vector, join = "NULL", ""
     if vectors_before is not None:
         vector = "v.vector"
-        join = f" LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND t.id < {int(vectors_before)}"
+        # The bound on the vector's own key, not on t.id: PostgreSQL then skips the index lookup of a
+        # candidate inside the window (a key both = and < a constant it exceeds) instead of fetching its
+        # vector and filtering it out after the join (up to 200 lookups a search).
+        join = f" LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND v.message_id < {int(vectors_before)}"
     return (
         f"SELECT t.id, t.search_terms, t.search_context, {vector} FROM {candidates}"
         f" JOIN conversations_message AS t ON t.id = c.id{join} WHERE t.session_id = %s"
