@@ -213,9 +213,10 @@ def shortlist_sql(candidates: str, *, vectors_before: int | None) -> str:
     vector, join = "NULL", ""
     if vectors_before is not None:
         vector = "v.vector"
-        # The bound on the vector's own key, not on t.id: PostgreSQL then skips the index lookup of a
-        # candidate inside the window (a key both = and < a constant it exceeds) instead of fetching its
-        # vector and filtering it out after the join (up to 200 lookups a search).
+        # The bound on the vector's own key, not on t.id: both become conditions of the index scan, and
+        # for a candidate inside the window (its id = the key, but the key < the window start) they
+        # contradict each other, so PostgreSQL reads nothing, instead of fetching the vector and
+        # dropping it in a join filter (up to 200 lookups a search).
         join = f" LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND v.message_id < {int(vectors_before)}"
     return (
         f"SELECT t.id, t.search_terms, t.search_context, {vector} FROM {candidates}"
