@@ -1,26 +1,22 @@
-"""Retrieval quality of history search: recall@5 / recall@10 on synthetic long conversations.
+"""Retrieval quality of history search on real conversations: LoCoMo's evidence recall@5 / recall@10.
 
-    .venv/bin/python bench/recall.py                       # SQLite (var/bench/recall.sqlite3, rebuilt)
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/buddy_bench_recall .venv/bin/python bench/recall.py
+    .venv/bin/python bench/recall.py [PATH]        # SQLite: var/bench/locomo.sqlite3, rebuilt each run
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/buddy_bench_locomo .venv/bin/python bench/recall.py
 
-A question counts as answered at k when one of the first k results is a message that contains the
-answer (bench/synthetic_conversations.py). Reported side by side:
+PATH is a LoCoMo file (default ../shared/data/locomo-dev.json); bench/locomo.py reads it the way
+../shared/data/README.md defines the figure. Each conversation is imported into a chat through the
+write path (messages_bulk_append), every question is asked through memory.search.search_history
+(limit 10), and a question counts as answered at k when one of its evidence turns is among the first
+k results. Reported for each ranker: recall@5 and @10, overall and per category, and the median time
+of a search. The rankers:
 
-- like-phrase: the original design, `search_text LIKE '%<query>%'`, newest first;
-- like-words: one `LIKE` per query word (3+ letters), most words matched first, then newest;
-- bm25-message: BM25 over each message's own terms (our tokens, stop words, stems), no context;
-- bm25-neighbours: BM25 over each message merged with its neighbours' terms (previous and next) in
-  one field;
-- bm25-neighbours-idf2: the same, with our query-term weights (IDF², memory.search.term_weight),
-  to show how much of our gain is the weighting alone;
-- ours (model): BM25F, the message's terms plus its search context as a separate field at weight
-  CONTEXT_WEIGHT, terms weighted by IDF² (computed in memory, the whole conversation ranked: no
-  candidate bounds);
-- ours (database): memory.search.search_history on the database, with its candidate bounds, words
-  only (BUDDY_SEMANTIC_SEARCH=off);
-- ours + semantic (database): the same with semantic search on (memory.semantic: sentence vectors of
-  each message and the one before it, the nearest joined to the candidates and all ranked by both);
-  the vectors are written once into the bench database (~2 min per 4,000 messages on 2 cores).
+- `LIKE` phrase and `LIKE` per word: the original design (`search_text LIKE '%…%'`, newest first; one
+  `LIKE` per word of 3+ letters, most words matched first);
+- FTS5 baseline: SQLite FTS5 with porter stemming, an OR of the question's keywords, `bm25()` with
+  each turn's neighbouring turns as a second column weighted 0.3;
+- Buddy's search with its parts taken away one at a time (module constants and settings switched for
+  the row), and as configured by default, right after the import (no vectors yet), with half of each
+  chat indexed, and after indexing.
 """
 
 from __future__ import annotations
@@ -28,17 +24,21 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sqlite3
+import statistics
 import sys
 import time
-from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "buddy.settings")
+os.environ.setdefault("DJANGO_DEBUG", "0")
 if not os.environ.get("DATABASE_URL"):
     (ROOT / "var" / "bench").mkdir(parents=True, exist_ok=True)
-    os.environ["DATABASE_URL"] = f"sqlite:///{ROOT / 'var' / 'bench' / 'recall.sqlite3'}"
+    os.environ["DATABASE_URL"] = f"sqlite:///{ROOT / 'var' / 'bench' / 'locomo.sqlite3'}"
 
 import django  # noqa: E402
 
@@ -48,183 +48,220 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import override_settings  # noqa: E402
 
-from bench.synthetic_conversations import Conversation, generate  # noqa: E402
-from conversations.content import is_turn_start, normalize_content, readable_text  # noqa: E402
+from bench import locomo  # noqa: E402
 from memory import search, semantic  # noqa: E402
-from memory.search.text import index_terms, query_terms, search_context  # noqa: E402
+from memory.search.text import QUERY_STOP_WORDS  # noqa: E402
 
-# Seeds 1-3 were used to choose CONTEXT_WEIGHT, B and IDF_POWER; these are held out.
-SEEDS = (4, 5, 6)
-TURNS = 2000
 KS = (5, 10)
+# A ranker: (conversation index, question) → message indexes, best first.
+Rank = Callable[[int, locomo.Question], list[int]]
 
 
-# --- in-memory rankers (same tokens and statistics as the database path) -------------------------
-class Corpus:
-    def __init__(self, conversation: Conversation) -> None:
-        self.texts = [readable_text(normalize_content(content)) for _, content in conversation.messages]
-        self.terms = [index_terms(text) for text in self.texts]
-        self.context: list[list[str]] = []
-        previous: int | None = None
-        turn_start: int | None = None
-        for index, (role, content) in enumerate(conversation.messages):
-            starts = is_turn_start(role, normalize_content(content))
-            if previous is None:
-                self.context.append([])
-            else:
-                inside = not starts and turn_start is not None and turn_start != previous
-                self.context.append(
-                    search_context(
-                        previous=" ".join(self.terms[previous]),
-                        turn_start=" ".join(self.terms[turn_start]) if inside else None,
-                    ).split()
-                )
-            previous = index
-            if starts:
-                turn_start = index
-        self.df = Counter(term for terms in self.terms for term in set(terms))
-        self.n = len(self.terms)
+class Chats:
+    """The conversations imported as chats of one bench user, with message id ↔ index maps."""
 
-    def idf(self, term: str) -> float:
-        return search.idf(self.df[term], self.n)
+    def __init__(self, conversations: list[locomo.Conversation]) -> None:
+        from django.contrib.auth import get_user_model
 
-    def weight(self, term: str) -> float:
-        return search.term_weight(self.df[term], self.n)
+        from conversations.models import Message, Session
+        from conversations.services import message_build, messages_bulk_append, session_get_or_create
 
-    def bm25(self, query: str, fields: list[list[str]], k: int, *, weight=None) -> list[int]:
-        weight = weight or self.idf
-        terms = {term: weight(term) for term in query_terms(query) if self.df[term]}
-        average = sum(len(f) for f in fields) / self.n
-        scores = []
-        for index, body in enumerate(fields):
-            score = search.bm25f(terms=terms, body=" ".join(body), context="", average_body=average, average_context=1)
-            if score:
-                scores.append((score, index))
-        return [index for _, index in sorted(scores, reverse=True)[:k]]
-
-    def bm25f(self, query: str, k: int) -> list[int]:
-        terms = {term: self.weight(term) for term in query_terms(query) if self.df[term]}
-        average_body = sum(len(t) for t in self.terms) / self.n
-        average_context = sum(len(c) for c in self.context) / self.n
-        scores = []
-        for index in range(self.n):
-            score = search.bm25f(
-                terms=terms,
-                body=" ".join(self.terms[index]),
-                context=" ".join(self.context[index]),
-                average_body=average_body,
-                average_context=average_context,
-            )
-            if score:
-                scores.append((score, index))
-        return [index for _, index in sorted(scores, reverse=True)[:k]]
-
-    def like_phrase(self, query: str, k: int) -> list[int]:
-        needle = query.lower()
-        return [index for index in range(self.n - 1, -1, -1) if needle in self.texts[index].lower()][:k]
-
-    def like_words(self, query: str, k: int) -> list[int]:
-        words = {word for word in re.findall(r"\w+", query.lower()) if len(word) >= 3}
-        lowered = [text.lower() for text in self.texts]
-        scored = [(sum(word in lowered[i] for word in words), i) for i in range(self.n)]
-        return [index for count, index in sorted(scored, reverse=True) if count][:k]
-
-
-def recall(conversations: list[Conversation], rank) -> dict[int, float]:
-    """rank(conversation_index, question_text, k) -> message indexes, best first."""
-    hits = dict.fromkeys(KS, 0)
-    total = 0
-    for number, conversation in enumerate(conversations):
-        for question in conversation.questions:
-            total += 1
-            found = rank(number, question.text, max(KS))
-            for k in KS:
-                if question.answers & set(found[:k]):
-                    hits[k] += 1
-    return {k: hits[k] / total for k in KS}
-
-
-def database_ranker(conversations: list[Conversation]):
-    """Load the conversations through the write path (messages_bulk_append), write their vectors,
-    and rank with search_history; returns ranker(mode) → rank(conversation_index, query, k), mode
-    being BUDDY_SEMANTIC_SEARCH."""
-    from django.contrib.auth import get_user_model
-
-    from conversations.models import Message
-    from conversations.services import message_build, messages_bulk_append, session_get_or_create
-
-    call_command("migrate", verbosity=0)
-    user, _ = get_user_model().objects.get_or_create(username="recall-bench")
-    sessions = []
-    id_maps = []
-    for number, conversation in enumerate(conversations):
-        session = session_get_or_create(user=user, agent_slug="buddy", chat_id=f"recall-{number}")
-        if not Message.objects.filter(session=session).exists():
+        call_command("migrate", verbosity=0)
+        user, _ = get_user_model().objects.get_or_create(username="locomo-bench")
+        Session.objects.filter(user=user).delete()
+        self.sessions = []
+        self.ids: list[list[int]] = []
+        for number, conversation in enumerate(conversations):
+            session = session_get_or_create(user=user, agent_slug="buddy", chat_id=f"locomo-{number}")
             messages_bulk_append(
                 messages=(
-                    message_build(session=session, role=role, content=content)
-                    for role, content in conversation.messages
+                    message_build(session=session, role=role, content=text, created_at=created_at)
+                    for role, text, created_at in conversation.messages
                 )
             )
-        if semantic.enabled():
-            semantic.vectors_fill(session.pk)
-        ids = list(Message.objects.filter(session=session).order_by("id").values_list("id", flat=True))
-        assert len(ids) == len(conversation.messages), "stale bench database: delete it and run again"
-        sessions.append(session)
-        id_maps.append({message_id: index for index, message_id in enumerate(ids)})
+            self.sessions.append(session)
+            self.ids.append(list(Message.objects.filter(session=session).order_by("id").values_list("id", flat=True)))
+        self.index_of = [{message_id: index for index, message_id in enumerate(ids)} for ids in self.ids]
 
-    def ranker(mode: str):
-        def rank(number: int, query: str, k: int) -> list[int]:
-            with override_settings(BUDDY_SEMANTIC_SEARCH=mode):
-                hits = search.search_history(session=sessions[number], query=query, limit=k)
-            return [id_maps[number][hit.message_id] for hit in hits]
+    def ranker(self) -> Rank:
+        def rank(number: int, question: locomo.Question) -> list[int]:
+            hits = search.search_history(session=self.sessions[number], query=question.text, limit=max(KS))
+            return [self.index_of[number][hit.message_id] for hit in hits]
 
         return rank
 
-    return ranker
+    def index(self, *, share: float = 1.0) -> None:
+        """Write the vectors of the first `share` of each chat's messages (semantic.vectors_fill writes
+        every missing one; a share below 1 stops short, as a background job still running would)."""
+        from conversations.models import Message
+
+        for session, ids in zip(self.sessions, self.ids, strict=True):
+            if share >= 1:
+                semantic.vectors_fill(session.pk)
+                continue
+            rows = list(
+                Message.objects.filter(session=session, id__lte=ids[int(len(ids) * share) - 1])
+                .order_by("id")
+                .values_list("id", "search_text")
+            )
+            semantic._write_batched(session.pk, rows, "")
+
+
+def like_ranker(chats: Chats, *, per_word: bool) -> Rank:
+    """The original design's search: `LIKE '%phrase%'` newest first, or one `LIKE` per word."""
+    from django.db.models import Case, IntegerField, Q, Value, When
+
+    from conversations.models import Message
+
+    def rank(number: int, question: locomo.Question) -> list[int]:
+        messages = Message.objects.filter(session=chats.sessions[number])
+        if not per_word:
+            found = messages.filter(search_text__icontains=question.text).order_by("-id")
+        else:
+            words = {word for word in re.findall(r"\w+", question.text.lower()) if len(word) >= 3}
+            if not words:
+                return []
+            matched = sum(
+                (Case(When(search_text__icontains=word, then=Value(1)), default=Value(0), output_field=IntegerField()))
+                for word in words
+            )
+            condition = Q()
+            for word in words:
+                condition |= Q(search_text__icontains=word)
+            found = messages.filter(condition).annotate(matched=matched).order_by("-matched", "-id")
+        ids = found.values_list("id", flat=True)[: max(KS)]
+        return [chats.index_of[number][message_id] for message_id in ids]
+
+    return rank
+
+
+def fts5_ranker(conversations: list[locomo.Conversation]) -> Rank:
+    """The baseline of the issue that asked for this bench: FTS5, porter stemming, the OR of the
+    question's keywords, bm25() with the neighbouring turns as a second column weighted 0.3."""
+    database = sqlite3.connect(":memory:")
+    database.execute("CREATE VIRTUAL TABLE turns USING fts5(text, neighbours, conversation UNINDEXED, tokenize=porter)")
+    for number, conversation in enumerate(conversations):
+        texts = [text for _, text, _ in conversation.messages]
+        database.executemany(
+            "INSERT INTO turns(rowid, text, neighbours, conversation) VALUES (?, ?, ?, ?)",
+            [
+                (
+                    number * 100_000 + index,
+                    text,
+                    " ".join(texts[max(0, index - 1) : index] + texts[index + 1 : index + 2]),
+                    number,
+                )
+                for index, text in enumerate(texts)
+            ],
+        )
+
+    def rank(number: int, question: locomo.Question) -> list[int]:
+        words = [word for word in re.findall(r"[a-z0-9]+", question.text.lower()) if word not in QUERY_STOP_WORDS]
+        if not words:
+            return []
+        rows = database.execute(
+            "SELECT rowid FROM turns WHERE turns MATCH ? AND conversation = ? ORDER BY bm25(turns, 1.0, 0.3) LIMIT ?",
+            [" OR ".join(f'"{word}"' for word in words), number, max(KS)],
+        ).fetchall()
+        return [rowid - number * 100_000 for (rowid,) in rows]
+
+    return rank
+
+
+@contextmanager
+def variant(*, semantic_search: str = "on", **constants: float) -> Iterator[None]:
+    """Search with some of memory.search's constants changed, and BUDDY_SEMANTIC_SEARCH set."""
+    saved = {name: getattr(search, name) for name in constants}
+    for name, value in constants.items():
+        setattr(search, name, value)
+    try:
+        with override_settings(BUDDY_SEMANTIC_SEARCH=semantic_search):
+            yield
+    finally:
+        for name, value in saved.items():
+            setattr(search, name, value)
+
+
+def evaluate(conversations: list[locomo.Conversation], rank: Rank) -> dict:
+    found = dict.fromkeys(KS, 0)
+    by_category: dict[int, list[int]] = {category: [0, 0, 0] for category in locomo.CATEGORIES}
+    times: list[float] = []
+    for number, conversation in enumerate(conversations):
+        for question in conversation.questions:
+            started = time.perf_counter()
+            ranked = rank(number, question)
+            times.append(time.perf_counter() - started)
+            counts = by_category[question.category]
+            counts[2] += 1
+            for position, k in enumerate(KS):
+                if question.answers & set(ranked[:k]):
+                    found[k] += 1
+                    counts[position] += 1
+    total = sum(len(conversation.questions) for conversation in conversations)
+    return {
+        "at": {k: found[k] / total for k in KS},
+        "categories": {
+            category: (counts[0] / counts[2], counts[1] / counts[2]) if counts[2] else (0.0, 0.0)
+            for category, counts in by_category.items()
+        },
+        "median_ms": statistics.median(times) * 1000,
+    }
+
+
+def report(name: str, result: dict) -> None:
+    categories = " ".join(f"{low:.3f} / {high:.3f}" for low, high in result["categories"].values())
+    print(
+        f"| {name} | {result['at'][5]:.3f} | {result['at'][10]:.3f} | {categories} | {result['median_ms']:.1f} |",
+        flush=True,
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--turns", type=int, default=TURNS)
-    parser.add_argument("--seeds", type=int, nargs="*", default=list(SEEDS))
-    parser.add_argument("--no-db", action="store_true", help="only the in-memory rankers")
+    parser.add_argument("path", nargs="?", default=str(locomo.DEFAULT_PATH), help="a LoCoMo JSON file")
+    parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations")
     args = parser.parse_args()
+    if not Path(args.path).exists():
+        sys.exit(f"{args.path}: no such file (LoCoMo is not shipped with Buddy; see bench/locomo.py)")
 
-    conversations = [generate(seed=seed, turns=args.turns) for seed in args.seeds]
-    corpora = [Corpus(conversation) for conversation in conversations]
-    questions = sum(len(c.questions) for c in conversations)
-    messages = sum(len(c.messages) for c in conversations)
-    print(f"{len(conversations)} conversations, {messages} messages, {questions} questions")
+    conversations = locomo.load(args.path)
+    if args.conversations:
+        conversations = conversations[: args.conversations]
+    questions = sum(len(conversation.questions) for conversation in conversations)
+    messages = sum(len(conversation.messages) for conversation in conversations)
+    print(f"{connection.vendor}: {len(conversations)} conversations, {messages} messages, {questions} questions")
+    if not semantic.enabled() and os.environ.get("BUDDY_SEMANTIC_SEARCH") != "off":
+        print("the embedding model is not installed (make semantic-model): rows with semantic search rank by words")
+    chats = Chats(conversations)
+    rank = chats.ranker()
+    categories = " | ".join(f"{name} @5 / @10" for name in locomo.CATEGORIES.values())
+    print(f"\n| ranker | recall@5 | recall@10 | {categories} | median ms |")
+    print("| --- | ---: | ---: |" + " ---: |" * (len(locomo.CATEGORIES) + 1))
 
-    merged = [
-        [
-            (corpus.terms[i - 1] if i else []) + corpus.terms[i] + (corpus.terms[i + 1] if i + 1 < corpus.n else [])
-            for i in range(corpus.n)
-        ]
-        for corpus in corpora
+    report("`LIKE` phrase, newest first", evaluate(conversations, like_ranker(chats, per_word=False)))
+    report("`LIKE` per word, most words first", evaluate(conversations, like_ranker(chats, per_word=True)))
+    report("FTS5 baseline (porter, OR, neighbours 0.3)", evaluate(conversations, fts5_ranker(conversations)))
+    with variant(semantic_search="on"):
+        report("default, right after the import (no vectors)", evaluate(conversations, rank))
+    chats.index(share=0.5)
+    with variant(semantic_search="on"):
+        report("default, half of each chat indexed", evaluate(conversations, rank))
+    chats.index()
+    no_cues = {"SPEAKER_BOOST": 0.0, "DATE_BOOST": 0.0}
+    rows = [
+        ("words: BM25F as before (b 0.9, context 0.8), no cues", "off", {**no_cues, "B": 0.9, "CONTEXT_WEIGHT": 0.8}),
+        ("words: BM25F (b 0.5, context 0.5), no cues", "off", no_cues),
+        ("words + speaker cue", "off", {"DATE_BOOST": 0.0}),
+        ("words + date cue", "off", {"SPEAKER_BOOST": 0.0}),
+        ("words + speaker + date cues (semantic search off)", "off", {}),
+        ("default without the speaker cue", "on", {"SPEAKER_BOOST": 0.0}),
+        ("default without the date cue", "on", {"DATE_BOOST": 0.0}),
+        ("default with BM25F as before (b 0.9, context 0.8)", "on", {"B": 0.9, "CONTEXT_WEIGHT": 0.8}),
+        ("**default, after indexing**", "on", {}),
     ]
-    rankers = {
-        "like-phrase": lambda n, q, k: corpora[n].like_phrase(q, k),
-        "like-words": lambda n, q, k: corpora[n].like_words(q, k),
-        "bm25-message": lambda n, q, k: corpora[n].bm25(q, corpora[n].terms, k),
-        "bm25-neighbours": lambda n, q, k: corpora[n].bm25(q, merged[n], k),
-        "bm25-neighbours-idf2": lambda n, q, k: corpora[n].bm25(q, merged[n], k, weight=corpora[n].weight),
-        "ours (model)": lambda n, q, k: corpora[n].bm25f(q, k),
-    }
-    if not args.no_db:
-        ranker = database_ranker(conversations)
-        rankers[f"ours ({connection.vendor})"] = ranker("off")
-        if semantic.enabled():
-            rankers[f"ours + semantic ({connection.vendor})"] = ranker("on")
-        else:
-            print("semantic search is off (no model: make semantic-model): its row is missing")
-    print(f"{'ranker':<22} {'recall@5':>9} {'recall@10':>10} {'time':>8}")
-    for name, rank in rankers.items():
-        started = time.perf_counter()
-        result = recall(conversations, rank)
-        elapsed = time.perf_counter() - started
-        print(f"{name:<22} {result[5]:>9.3f} {result[10]:>10.3f} {elapsed:>7.1f}s")
+    for name, mode, constants in rows:
+        with variant(semantic_search=mode, **constants):
+            report(name, evaluate(conversations, rank))
 
 
 if __name__ == "__main__":

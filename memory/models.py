@@ -29,8 +29,8 @@ class Summary(models.Model):
 
 class MessageVector(models.Model):
     """A message's sentence embedding for semantic search (memory.semantic): the model's unit vector of
-    the message's text plus CONTEXT_WEIGHT times that of the message before it, as float16. Written by a
-    background job after each turn; a message without one is found by its words only."""
+    the message's text (without a speaker label) plus CONTEXT_WEIGHT times that of the message before
+    it, as float16. Written by a background job after each turn."""
 
     message = models.OneToOneField(
         "conversations.Message", on_delete=models.CASCADE, primary_key=True, related_name="vector"
@@ -56,3 +56,17 @@ class VectorLease(models.Model):
 
     def __str__(self) -> str:
         return f"vector job of session #{self.session_id} until {self.expires_at:%H:%M:%S}"
+
+
+class VectorIndex(models.Model):
+    """How many of a session's messages have a vector (memory.semantic.index_count): read by every
+    search (semantic search joins only once a chat is indexed) and by `/memory/stats`, at the same cost
+    at any size."""
+
+    session = models.OneToOneField(
+        "conversations.Session", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    indexed = models.PositiveBigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.indexed} vectors of session #{self.session_id}"

@@ -48,6 +48,13 @@ class UsageOut(Schema):
     cache_creation_input_tokens: int
 
 
+class SearchIndexOut(Schema):
+    messages: int
+    indexed: int = Field(
+        description="Messages search covers in full; equal to `messages` once background indexing is done."
+    )
+
+
 class StatsOut(Schema):
     total_messages: int
     total_tokens: int
@@ -59,3 +66,4 @@ class StatsOut(Schema):
     first_message_at: datetime | None
     last_message_at: datetime | None
     usage: UsageOut = Field(description="Every model call of the chat, summaries included.")
+    search_index: SearchIndexOut

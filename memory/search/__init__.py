@@ -36,14 +36,24 @@ from django.db import connection
 from django.utils.dateparse import parse_datetime
 
 from conversations.models import Session
+from memory.search import cues
 from memory.search.text import query_terms, snippet
 
-# BM25 parameters: k1 as usual; b, the context weight and the IDF power tuned on bench/recall.py
-# (seeds 1–3).
+# BM25 parameters: k1 as usual; b, the context weight and the IDF power, and the cues' boosts (in
+# standard deviations of the fused score), chosen on real conversations (bench/recall.py, the LoCoMo
+# figures in docs/benchmarks.md).
 K1 = 1.2
-B = 0.9
-CONTEXT_WEIGHT = 0.8
+B = 0.5
+CONTEXT_WEIGHT = 0.5
 IDF_POWER = 2
+SPEAKER_BOOST = 5.0
+DATE_BOOST = 1.0
+# Messages per day the query names that join the candidates.
+DATE_CANDIDATES = 200
+# The newest messages whose starts tell the chat's speakers.
+SPEAKER_SAMPLE = 40
+# In a chat still being indexed, the best candidates by words that are re-ranked by meaning.
+RERANKED_CANDIDATES = 20
 CANDIDATES_PER_TERM = 250
 RESCORED_CANDIDATES = 200
 MAX_LIMIT = 50
@@ -207,8 +217,8 @@ def rows_by_id(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
 
 def shortlist_sql(candidates: str, *, vectors_before: int | None) -> str:
     """The query of a shortlist's rows, for the index backends: `candidates` is a FROM item (alias
-    `c`, column `id`) that the backend writes; the rows are the messages' id, terms and context, and
-    with `vectors_before` the packed semantic vector of those with a smaller id (else NULL). The last
+    `c`, column `id`) that the backend writes; the rows are ROW_COLUMNS of each message, with
+    `vectors_before` the packed semantic vector of those with a smaller id (else NULL). The last
     parameter is the session's id."""
     vector, join = "NULL", ""
     if vectors_before is not None:
@@ -219,9 +229,14 @@ def shortlist_sql(candidates: str, *, vectors_before: int | None) -> str:
         # dropping it in a join filter (up to 200 lookups a search).
         join = f" LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND v.message_id < {int(vectors_before)}"
     return (
-        f"SELECT t.id, t.search_terms, t.search_context, {vector} FROM {candidates}"
+        f"SELECT {ROW_COLUMNS}, {vector} FROM {candidates}"
         f" JOIN conversations_message AS t ON t.id = c.id{join} WHERE t.session_id = %s"
     )
+
+
+# What ranking reads of a candidate (table alias `t`): its terms and context for BM25F, its time for
+# the date cue, and the start of its text for the speaker cue.
+ROW_COLUMNS = f"t.id, t.search_terms, t.search_context, t.created_at, substr(t.search_text, 1, {cues.LABEL_CHARS})"
 
 
 def _aware(value: datetime | str) -> datetime:
@@ -234,32 +249,54 @@ def _aware(value: datetime | str) -> datetime:
 
 def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
     """The messages of `session` that best answer `query` (any text), best first, at most `limit`
-    (clamped to 1–MAX_LIMIT). A query with nothing left after stop words finds nothing. With semantic
-    search on (memory.semantic), candidates found by meaning join those found by words, and all are
-    ranked by both."""
-    from memory import semantic
+    (clamped to 1–MAX_LIMIT). A query with no words left after stop words, and no date, finds nothing.
 
+    Candidates come from the word index, from the days the query names (cues.date_spans) and, with
+    semantic search on and the chat indexed (memory.semantic.ready), from the sentence vectors nearest
+    to the question. Each is scored by its BM25F and its similarity, each as a z-score over the chat,
+    plus the speaker and date cues (module docstring)."""
     limit = max(1, min(MAX_LIMIT, limit))
     terms = query_terms(query)
-    if not terms:
+    spans = cues.date_spans(query)
+    if not terms and not spans:
         return []
-    near = _semantic_start(session.pk, query)
     stats, term_stats = _statistics(session.pk, terms)
     if stats is None:
         return []
+    chat_speakers = _speakers(session.pk)
+    encoder_query = cues.without_names(query, chat_speakers) or query
+    near, rerank = _semantic_start(session.pk, encoder_query, messages=stats.messages)
     terms = [term for term in terms if term in term_stats]
-    scored, vectors = _lexical(
+    weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
+    vectors_before = near.window_start if near is not None else None
+    rows = _lexical_rows(
         session_id=session.pk,
         stats=stats,
         term_stats=term_stats,
-        terms=terms,
+        weights=weights,
         limit=limit,
-        vectors_before=near.window_start if near is not None else None,
+        vectors_before=vectors_before,
     )
+    rows += _date_rows(session_id=session.pk, spans=spans, vectors_before=vectors_before, seen={row[0] for row in rows})
+    similarity: dict[int, float] = {}
     if near is not None:
         try:
-            scored = semantic.rank(near=near.result(), lexical=scored, vectors=vectors)
+            similarity, rows = _semantic_side(session.pk, near.result(), rows)
         except Exception:  # a broken model install must cost the meaning, not the search
+            logger.exception("semantic search failed; ranked by words only")
+            similarity = {}
+    scored = _fused(
+        rows=rows,
+        weights=weights,
+        stats=stats,
+        similarity=similarity,
+        speaker=cues.named_speaker(query, chat_speakers),
+        spans=spans,
+    )
+    if rerank is not None:
+        try:
+            scored = _reranked(session.pk, scored, rerank)
+        except Exception:
             logger.exception("semantic search failed; ranked by words only")
     # A few more than asked: a message deleted since its vector was cached is dropped here.
     scored = scored[: limit + 5]
@@ -292,67 +329,181 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     return hits
 
 
-def _semantic_start(session_id: int, query: str):
-    """The search's semantic side, started to run beside the word lookup (memory.semantic.nearest), or
-    None when semantic search is off or could not start (logged: the search goes on by words)."""
+def _speakers(session_id: int) -> set[str]:
+    """The chat's speakers (cues.speakers), from the starts of its newest SPEAKER_SAMPLE messages."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT substr(search_text, 1, {cues.LABEL_CHARS}) FROM conversations_message"
+            " WHERE session_id = %s ORDER BY id DESC LIMIT %s",
+            [session_id, SPEAKER_SAMPLE],
+        )
+        return cues.speakers(start for (start,) in cursor.fetchall())
+
+
+def _semantic_start(session_id: int, query: str, *, messages: int):
+    """The search's semantic side, started to run beside the word lookup: (memory.semantic.nearest,
+    None) for an indexed chat (memory.semantic.ready); (None, the question's vector under way) for a
+    chat still being indexed, whose best word candidates are re-ranked (`_reranked`); (None, None) when
+    semantic search is off or could not start (logged: the search goes on by words)."""
     from memory import semantic
 
     if not semantic.enabled():
-        return None
+        return None, None
     try:
-        return semantic.nearest(session_id=session_id, query=query)
+        if semantic.ready(session_id=session_id, messages=messages):
+            return semantic.nearest(session_id=session_id, query=query), None
+        return None, semantic.query_vector(query)
     except Exception:
         logger.exception("semantic search failed; ranked by words only")
-        return None
+        return None, None
 
 
-def _lexical(
+def _reranked(session_id: int, scored: list[tuple[float, int]], query_vector) -> list[tuple[float, int]]:
+    """`scored` with its best RERANKED_CANDIDATES re-scored by meaning, for a chat still being indexed:
+    a half-indexed chat cannot be scanned without ranking what has no vector yet lower, so instead the
+    best word candidates get their vectors (stored, or encoded now for those still waiting) and
+    SEMANTIC_WEIGHT × their similarity's z-score among themselves is added to their scores."""
+    from memory import semantic
+
+    head, tail = scored[:RERANKED_CANDIDATES], scored[RERANKED_CANDIDATES:]
+    if len(head) < 2:
+        return scored
+    similarity = semantic.candidate_similarities(
+        session_id=session_id,
+        ids=[message_id for _, message_id in head],
+        vector=query_vector.result(timeout=semantic.RESULT_SECONDS),
+    )
+    values = list(similarity.values())
+    mean = sum(values) / len(values)
+    deviation = math.sqrt(sum((value - mean) ** 2 for value in values) / len(values)) or 1.0
+    head = [
+        (score + semantic.SEMANTIC_WEIGHT * (similarity[message_id] - mean) / deviation, message_id)
+        for score, message_id in head
+    ]
+    return sorted(head + tail, reverse=True)
+
+
+def _lexical_rows(
     *,
     session_id: int,
     stats: _SessionStats,
     term_stats: dict[str, tuple],
-    terms: list[str],
+    weights: dict[str, float],
     limit: int,
-    vectors_before: int | None = None,
-) -> tuple[list[tuple[float, int]], dict[int, bytes]]:
-    """(BM25F, message id) of the best-scoring candidates for `terms`, best first; and, with
-    `vectors_before`, the semantic vectors (packed) of those candidates with a smaller id, fetched with
-    their terms (semantic search needs them and has not cached them)."""
-    if not terms:
-        return [], {}
-    weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
+    vectors_before: int | None,
+) -> list[tuple]:
+    """The rows (ROW_COLUMNS and vector) of the messages with the highest summed weight of the query's
+    terms, at most max(RESCORED_CANDIDATES, 4 × limit)."""
+    if not weights:
+        return []
     lookups = [
         Lookup(
             term=term,
             min_id=_newest_bound(term_stats[term][0], stats),
-            weight=weights[term],
+            weight=weight,
             index_stats=term_stats[term][1:],
         )
-        for term in terms
+        for term, weight in weights.items()
     ]
     # The shortlist and its rows in one statement: one round trip, and no 200 ids sent back.
-    rows = _backend().candidates(
-        session_id=session_id,
-        lookups=lookups,
-        first_id=stats.first_id,
-        max_id=stats.last_id,
-        limit=max(RESCORED_CANDIDATES, 4 * limit),
-        vectors_before=vectors_before,
+    return list(
+        _backend().candidates(
+            session_id=session_id,
+            lookups=lookups,
+            first_id=stats.first_id,
+            max_id=stats.last_id,
+            limit=max(RESCORED_CANDIDATES, 4 * limit),
+            vectors_before=vectors_before,
+        )
     )
-    scored = sorted(
-        (
-            (
-                bm25f(
-                    terms=weights,
-                    body=body,
-                    context=context,
-                    average_body=stats.average_body,
-                    average_context=stats.average_context,
-                ),
-                message_id,
-            )
-            for message_id, body, context, _ in rows
-        ),
-        reverse=True,
-    )
-    return scored, {message_id: blob for message_id, _, _, blob in rows if blob is not None}
+
+
+def _date_rows(
+    *, session_id: int, spans: list[tuple[datetime, datetime]], vectors_before: int | None, seen: set[int]
+) -> list[tuple]:
+    """The rows of the messages of the days the query names, DATE_CANDIDATES per span at most (the
+    first of the span: a day's conversation starts with what it is about); those in `seen` left out."""
+    rows: list[tuple] = []
+    for start, end in spans:
+        sql = shortlist_sql(
+            "(SELECT id FROM conversations_message WHERE session_id = %s AND created_at >= %s"
+            " AND created_at < %s ORDER BY created_at, id LIMIT %s) AS c",
+            vectors_before=vectors_before,
+        )
+        params = [session_id, start, end, DATE_CANDIDATES, session_id]
+        if connection.vendor == "postgresql" and vectors_before is not None:
+            from memory.search.postgres import binary_rows
+
+            found = binary_rows(sql, params)
+        else:
+            with connection.cursor() as cursor:
+                cursor.execute(sql, params)
+                found = cursor.fetchall()
+        for row in found:
+            if row[0] not in seen:
+                seen.add(row[0])
+                rows.append(row)
+    return rows
+
+
+def _semantic_side(session_id: int, near, rows: list[tuple]) -> tuple[dict[int, float], list[tuple]]:
+    """Each candidate's similarity to the question as a z-score over the chat's window (its vector from
+    the window, or fetched with its row when older), and the rows of the nearest messages that are not
+    candidates yet, added to `rows`."""
+    from memory import semantic
+
+    older = {row[0]: row[5] for row in rows if row[5] is not None}
+    similarity = semantic.similarities(near=near, ids=[row[0] for row in rows], vectors=older)
+    seen = {row[0] for row in rows}
+    new_ids = [message_id for message_id in near.nearest if message_id not in seen]
+    if new_ids:
+        rows = rows + [(*row, None) for row in rows_by_id(ROW_COLUMNS, session_id=session_id, ids=new_ids)]
+        similarity.update({message_id: near.nearest[message_id] for message_id in new_ids})
+    mean, deviation = near.mean, near.deviation
+    return {message_id: (value - mean) / deviation for message_id, value in similarity.items()}, rows
+
+
+def _fused(
+    *,
+    rows: list[tuple],
+    weights: dict[str, float],
+    stats: _SessionStats,
+    similarity: dict[int, float],
+    speaker: str | None,
+    spans: list[tuple[datetime, datetime]],
+) -> list[tuple[float, int]]:
+    """(score, id) of every candidate, best first: z(BM25F) + SEMANTIC_WEIGHT × z(similarity) (0 for
+    a candidate without a vector) + SPEAKER_BOOST when the query names its speaker + DATE_BOOST when
+    it was written on a day the query names. BM25F's z-score is over the whole chat: messages that
+    are not candidates score 0."""
+    from memory import semantic
+
+    lexical = [
+        bm25f(
+            terms=weights,
+            body=body,
+            context=context,
+            average_body=stats.average_body,
+            average_context=stats.average_context,
+        )
+        if weights
+        else 0.0
+        for _, body, context, *_ in rows
+    ]
+    count = max(stats.messages, len(rows))
+    mean = sum(lexical) / count
+    deviation = math.sqrt(max(0.0, sum(score * score for score in lexical) / count - mean * mean)) or 1.0
+    scored = []
+    for row, lexical_score in zip(rows, lexical, strict=True):
+        message_id, _, _, created_at, start = row[:5]
+        score = (lexical_score - mean) / deviation
+        score += semantic.SEMANTIC_WEIGHT * similarity.get(message_id, 0.0)
+        if speaker is not None and cues.speaker_label(start or "") == speaker:
+            score += SPEAKER_BOOST
+        if spans:
+            written = _aware(created_at)
+            if any(first <= written < after for first, after in spans):
+                score += DATE_BOOST
+        scored.append((score, message_id))
+    scored.sort(reverse=True)
+    return scored

@@ -72,10 +72,12 @@ def _session_change(rows: str, sign: str) -> str:
     context = _COUNT.format("search_context")
     return f"""
         INSERT INTO memory_search_session AS s
-            (session_id, messages, body_terms, context_terms, first_id, last_id)
-            SELECT session_id, {sign}count(*), {sign}sum({body}), {sign}sum({context}), min(id), max(id)
+            (session_id, messages, body_terms, context_terms, first_id, last_id, tokens)
+            SELECT session_id, {sign}count(*), {sign}sum({body}), {sign}sum({context}), min(id), max(id),
+                {sign}sum(tokens)
             FROM {rows} GROUP BY session_id ORDER BY session_id
             ON CONFLICT (session_id) DO UPDATE SET messages = s.messages + excluded.messages,
+                tokens = s.tokens + excluded.tokens,
                 body_terms = s.body_terms + excluded.body_terms,
                 context_terms = s.context_terms + excluded.context_terms,
                 first_id = least(s.first_id, excluded.first_id),
@@ -133,7 +135,7 @@ INSTALL = [
     """CREATE TABLE memory_search_session (
         session_id bigint NOT NULL PRIMARY KEY, messages bigint NOT NULL,
         body_terms bigint NOT NULL, context_terms bigint NOT NULL,
-        first_id bigint NOT NULL, last_id bigint NOT NULL)""",
+        first_id bigint NOT NULL, last_id bigint NOT NULL, tokens bigint NOT NULL DEFAULT 0)""",
     """CREATE TABLE memory_search_term (
         session_id bigint NOT NULL, term text NOT NULL, df integer NOT NULL,
         plain_last bigint NOT NULL DEFAULT 0, last_id bigint NOT NULL DEFAULT 0,
@@ -220,6 +222,19 @@ UNINSTALL = [
     "DROP INDEX IF EXISTS memory_message_search_vector",
     "ALTER TABLE conversations_message DROP COLUMN IF EXISTS search_vector",
 ]
+
+
+def session_tokens_add(cursor) -> None:
+    """Give the sessions' statistics the sum of their messages' token estimates (memory 0009): the
+    column, its value for what is archived, and the trigger functions that keep it."""
+    cursor.execute("ALTER TABLE memory_search_session ADD COLUMN IF NOT EXISTS tokens bigint NOT NULL DEFAULT 0")
+    cursor.execute(
+        "UPDATE memory_search_session AS s SET tokens = coalesce("
+        "(SELECT sum(tokens) FROM conversations_message WHERE session_id = s.session_id), 0)"
+    )
+    for statement in INSTALL:
+        if statement.startswith("CREATE FUNCTION memory_search_"):
+            cursor.execute(statement.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
 
 
 def rebuild(cursor) -> None:

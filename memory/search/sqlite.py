@@ -46,10 +46,10 @@ def _on_insert(row: str) -> str:
     return f"""
     INSERT INTO memory_message_fts(rowid, terms)
         SELECT {row}.id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
-    INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms, first_id, last_id)
+    INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms, first_id, last_id, tokens)
         VALUES ({row}.session_id, 1, {_count(row + ".search_terms")}, {_count(row + ".search_context")},
-                {row}.id, {row}.id)
-        ON CONFLICT(session_id) DO UPDATE SET messages = messages + 1,
+                {row}.id, {row}.id, {row}.tokens)
+        ON CONFLICT(session_id) DO UPDATE SET messages = messages + 1, tokens = tokens + excluded.tokens,
             first_id = min(first_id, excluded.first_id), last_id = max(last_id, excluded.last_id),
             body_terms = body_terms + excluded.body_terms,
             context_terms = context_terms + excluded.context_terms;
@@ -63,7 +63,7 @@ def _on_delete(row: str) -> str:
     return f"""
     INSERT INTO memory_message_fts(memory_message_fts, rowid, terms)
         SELECT 'delete', {row}.id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
-    UPDATE memory_search_session SET messages = messages - 1,
+    UPDATE memory_search_session SET messages = messages - 1, tokens = tokens - {row}.tokens,
         body_terms = body_terms - {_count(row + ".search_terms")},
         context_terms = context_terms - {_count(row + ".search_context")}
         WHERE session_id = {row}.session_id;
@@ -84,7 +84,7 @@ INSTALL = [
     """CREATE TABLE IF NOT EXISTS memory_search_session (
         session_id integer NOT NULL PRIMARY KEY, messages integer NOT NULL,
         body_terms integer NOT NULL, context_terms integer NOT NULL,
-        first_id integer NOT NULL, last_id integer NOT NULL)""",
+        first_id integer NOT NULL, last_id integer NOT NULL, tokens integer NOT NULL DEFAULT 0)""",
     """CREATE TABLE IF NOT EXISTS memory_search_term (
         session_id integer NOT NULL, term text NOT NULL, df integer NOT NULL,
         PRIMARY KEY (session_id, term)) WITHOUT ROWID""",
@@ -105,9 +105,9 @@ INSTALL = [
 # Index what was archived before the index existed.
 BACKFILL = [
     "INSERT INTO memory_message_fts(memory_message_fts) VALUES ('rebuild')",
-    f"""INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms, first_id, last_id)
+    f"""INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms, first_id, last_id, tokens)
         SELECT session_id, count(*), sum({_count("search_terms")}), sum({_count("search_context")}),
-            min(id), max(id)
+            min(id), max(id), sum(tokens)
         FROM conversations_message GROUP BY session_id""",
     f"""INSERT INTO memory_search_term(session_id, term, df)
         SELECT m.session_id, t.value, count(DISTINCT m.id) FROM conversations_message AS m,
@@ -124,6 +124,22 @@ UNINSTALL = [
     "DROP TABLE IF EXISTS memory_search_term",
     "DROP TABLE IF EXISTS memory_search_session",
 ]
+
+
+def session_tokens_add(cursor) -> None:
+    """Give the sessions' statistics the sum of their messages' token estimates (memory 0009): the
+    column, its value for what is archived, and triggers that keep it."""
+    cursor.execute("SELECT 1 FROM pragma_table_info('memory_search_session') WHERE name = 'tokens'")
+    if cursor.fetchone() is None:
+        cursor.execute("ALTER TABLE memory_search_session ADD COLUMN tokens integer NOT NULL DEFAULT 0")
+    cursor.execute(
+        "UPDATE memory_search_session SET tokens = coalesce("
+        "(SELECT sum(tokens) FROM conversations_message AS m WHERE m.session_id = memory_search_session.session_id), 0)"
+    )
+    for name in ("memory_search_message_insert", "memory_search_message_delete", "memory_search_message_update"):
+        cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+    for statement in INSTALL:
+        cursor.execute(statement)
 
 
 # The columns of memory_search_term that memory.search hands back in Lookup.index_stats: none, FTS5

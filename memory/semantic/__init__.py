@@ -41,12 +41,13 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
+from memory.search.cues import without_label
 from memory.semantic import encoder, quantized
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_WEIGHT = 0.8
-SEMANTIC_WEIGHT = 3.5
+CONTEXT_WEIGHT = 0.3
+SEMANTIC_WEIGHT = 2.0
 WINDOW = 20_000
 # Vectors of windows kept per process, all sessions together (8-bit: ~400 bytes each, so ~80 MB).
 CACHED_VECTORS = 200_000
@@ -61,6 +62,9 @@ RESULT_SECONDS = 10.0
 # On bench/recall.py (tuning and held-out seeds) a floor of up to 0.4 changes no result; 0.5 costs
 # 0.004–0.01 of recall.
 MIN_SIMILARITY = 0.3
+# Messages of a chat that may still wait for their vectors while its searches use them: the newest few
+# (a turn's own messages, whose job runs after the turn). A chat with more waiting is searched by words.
+UNINDEXED_ALLOWANCE = 32
 BATCH = 64
 # One vector job works this long at most, then queues the next (the task engine times out at 240 s).
 JOB_SECONDS = 60
@@ -98,12 +102,11 @@ def _embed(texts: list[str]) -> np.ndarray:
 
 
 def vectors_update(session_id: int) -> int:
-    """The task: write the vectors of the session's messages after the newest one that has a vector,
-    in id order, BATCH at a time; returns how many were written. One job per session at a time (a
-    lease; another returns at once). A chat without any vector starts at its newest WINDOW messages:
-    older ones are `embed_history`'s (hours of encoder time on a long archive must not hold the task
-    workers). Safe after a worker was killed: a vector depends only on its message and the one before,
-    and each is written once (a conflicting insert is ignored)."""
+    """The task: write the vectors of the session's messages after the newest one that has a vector
+    (from its first message when none has), in id order, BATCH at a time, for at most JOB_SECONDS
+    before it queues the next job; returns how many were written. One job per session at a time (a
+    lease; another returns at once). Safe after a worker was killed: a vector depends only on its
+    message and the one before, and each is written once (a conflicting insert is ignored)."""
     from conversations.models import Message
     from memory.models import MessageVector
 
@@ -115,14 +118,7 @@ def vectors_update(session_id: int) -> int:
             .order_by("-message_id")
             .values_list("message_id", flat=True)
             .first()
-        )
-        if newest is None:
-            oldest = list(
-                Message.objects.filter(session_id=session_id)
-                .order_by("-id")
-                .values_list("id", flat=True)[WINDOW - 1 : WINDOW]
-            )
-            newest = oldest[0] - 1 if oldest else 0
+        ) or 0
         previous_text = (
             Message.objects.filter(session_id=session_id, id__lte=newest)
             .order_by("-id")
@@ -214,15 +210,30 @@ def _write(session_id: int, rows: list[tuple[int, str]], previous_text: str) -> 
     the text of the message before the first ("" for the session's first: an empty text embeds as 0)."""
     from memory.models import MessageVector
 
-    own = _embed([previous_text] + [text for _, text in rows])
+    # What a message says, not who says it: a speaker label ("Caroline: …") is the speaker cue's
+    # (memory.search.cues), and in a sentence vector it pulls towards every message of that speaker.
+    own = _embed([without_label(text) for text in [previous_text] + [text for _, text in rows]])
     combined = own[1:] + CONTEXT_WEIGHT * own[:-1]
-    MessageVector.objects.bulk_create(
-        [
-            MessageVector(message_id=message_id, session_id=session_id, vector=pack(vector))
-            for (message_id, _), vector in zip(rows, combined, strict=True)
-        ],
-        ignore_conflicts=True,
-    )
+    with transaction.atomic():
+        created = MessageVector.objects.bulk_create(
+            [
+                MessageVector(message_id=message_id, session_id=session_id, vector=pack(vector))
+                for (message_id, _), vector in zip(rows, combined, strict=True)
+            ],
+            ignore_conflicts=True,
+        )
+        index_count(session_id=session_id, added=len(created))
+
+
+def index_count(*, session_id: int, added: int) -> None:
+    """Add `added` to the chat's count of messages with a vector (VectorIndex)."""
+    from django.db.models import F
+
+    from memory.models import VectorIndex
+
+    if not VectorIndex.objects.filter(session_id=session_id).update(indexed=F("indexed") + added):
+        VectorIndex.objects.get_or_create(session_id=session_id, defaults={"indexed": 0})
+        VectorIndex.objects.filter(session_id=session_id).update(indexed=F("indexed") + added)
 
 
 def vectors_schedule(*, session_id: int) -> None:
@@ -279,6 +290,8 @@ class Nearest:
     vector: np.ndarray
     scores: np.ndarray  # a similarity per window row
     nearest: dict[int, float]
+    mean: float  # of `scores`: a similarity's z-score is (similarity - mean) / deviation
+    deviation: float
 
 
 @dataclass(frozen=True)
@@ -316,25 +329,63 @@ def _scan(window: _Window, vector: np.ndarray) -> Nearest:
     scores = quantized.similarities(window.codes, window.scales, vector)
     rows = np.argpartition(-scores, NEIGHBOURS)[:NEIGHBOURS] if len(scores) > NEIGHBOURS else range(len(scores))
     nearest = {int(window.ids[row]): float(scores[row]) for row in rows if scores[row] >= MIN_SIMILARITY}
-    return Nearest(window=window, vector=vector, scores=scores, nearest=nearest)
+    mean = float(scores.mean()) if len(scores) else 0.0
+    deviation = float(scores.std()) if len(scores) > 1 else 0.0
+    return Nearest(window=window, vector=vector, scores=scores, nearest=nearest, mean=mean, deviation=deviation or 1.0)
 
 
-def rank(*, near: Nearest, lexical: list[tuple[float, int]], vectors: dict[int, bytes]) -> list[tuple[float, int]]:
-    """The lexical candidates ((BM25F, id), best first) and the NEIGHBOURS messages nearest to the
-    question among the session's newest WINDOW (`near`), ranked by both (`fuse`), best first.
-    `vectors` holds the packed vectors of lexical candidates older than the window."""
-    semantic = dict(near.nearest)
-    if lexical:
-        ids = near.window.ids
-        wanted = np.array([message_id for _, message_id in lexical], dtype=np.int64)
-        positions = np.searchsorted(ids, wanted).clip(0, max(0, len(ids) - 1))
-        inside = ids[positions] == wanted if len(ids) else np.zeros(len(wanted), dtype=bool)
+def similarities(*, near: Nearest, ids: list[int], vectors: dict[int, bytes]) -> dict[int, float]:
+    """The question's similarity to the messages `ids` that have a vector: from the window's scan, or
+    for those older than the window from `vectors` (id → packed vector, fetched with their rows)."""
+    similarity: dict[int, float] = {}
+    window_ids = near.window.ids
+    if ids and len(window_ids):
+        wanted = np.array(ids, dtype=np.int64)
+        positions = np.searchsorted(window_ids, wanted).clip(0, len(window_ids) - 1)
+        inside = window_ids[positions] == wanted
         for message_id, position in zip(wanted[inside].tolist(), positions[inside].tolist(), strict=True):
-            semantic[message_id] = float(near.scores[position])
+            similarity[message_id] = float(near.scores[position])
     if vectors:
         scores = unpack(list(vectors.values())) @ near.vector
-        semantic.update(zip(vectors, scores.tolist(), strict=True))
-    return fuse(lexical=lexical, semantic=semantic)
+        similarity.update(zip(vectors, scores.tolist(), strict=True))
+    return similarity
+
+
+def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarray) -> dict[int, float]:
+    """The similarity of `vector` to each message of `ids` (of one session): from its stored vector, or
+    for one still waiting for it, from its text encoded now, as a question is (encoder.encode_query:
+    several times faster than the stored vectors' encoder; without the share of the message before
+    it, which the stored vectors hold)."""
+    from conversations.models import Message
+    from memory.models import MessageVector
+
+    stored = dict(
+        MessageVector.objects.filter(session_id=session_id, message_id__in=ids).values_list("message_id", "vector")
+    )
+    waiting = [message_id for message_id in ids if message_id not in stored]
+    similarity: dict[int, float] = {}
+    if stored:
+        similarity.update(zip(stored, (unpack(list(stored.values())) @ vector).tolist(), strict=True))
+    if waiting:
+        texts = dict(Message.objects.filter(session_id=session_id, id__in=waiting).values_list("id", "search_text"))
+        waiting = [message_id for message_id in waiting if message_id in texts]
+        for message_id in waiting:
+            text = without_label(texts[message_id])
+            similarity[message_id] = float(encoder.encode_query(text) @ vector) if text.strip() else 0.0
+    return similarity
+
+
+def ready(*, session_id: int, messages: int) -> bool:
+    """Whether the chat's messages have their vectors, all but the newest UNINDEXED_ALLOWANCE."""
+    return index_progress(session_id=session_id, messages=messages)[1] >= messages - UNINDEXED_ALLOWANCE
+
+
+def index_progress(*, session_id: int, messages: int) -> tuple[int, int]:
+    """(messages, messages with a vector) of the chat, from counters: the same cost at any size."""
+    from memory.models import VectorIndex
+
+    indexed = VectorIndex.objects.filter(session_id=session_id).values_list("indexed", flat=True).first() or 0
+    return messages, min(indexed, messages)
 
 
 @dataclass(frozen=True)
@@ -447,13 +498,3 @@ def _appended(cached: _Window, new: _Window) -> _Window:
         scales=np.concatenate([cached.scales[older], new.scales]),
         checked_at=cached.checked_at,
     )
-
-
-def fuse(*, lexical: list[tuple[float, int]], semantic: dict[int, float]) -> list[tuple[float, int]]:
-    """Candidates ranked by BM25F / best BM25F + SEMANTIC_WEIGHT × similarity, best first; `lexical`
-    holds (BM25F, id) pairs. A message missing from one side scores 0 there."""
-    best = max((score for score, _ in lexical), default=0.0) or 1.0
-    fused = {message_id: score / best for score, message_id in lexical}
-    for message_id, similarity in semantic.items():
-        fused[message_id] = fused.get(message_id, 0.0) + SEMANTIC_WEIGHT * similarity
-    return sorted(((score, message_id) for message_id, score in fused.items()), reverse=True)

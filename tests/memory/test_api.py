@@ -72,6 +72,63 @@ def test_stats_describe_archive_window_summary_canvas_and_usage(api, archive):
     assert stats["first_message_at"] <= stats["last_message_at"]
 
 
+def test_stats_read_counters_not_the_archive(api, archive):
+    """The totals come from counters the search index's triggers keep, so a chat of a million messages
+    answers as fast as one of a thousand: no query of /memory/stats counts or sums the messages."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        stats = api.get("/memory/stats").json()
+
+    assert stats["total_messages"] == 23
+    assert stats["total_tokens"] == sum(archive.messages.values_list("tokens", flat=True))
+    scans = [
+        q["sql"]
+        for q in queries
+        if "conversations_message" in q["sql"] and ("COUNT(" in q["sql"] or "SUM(" in q["sql"])
+    ]
+    assert scans == []
+
+
+def test_the_token_counter_follows_deleted_messages(api, archive):
+    from memory.stats import archive_totals
+
+    doomed = archive.messages.order_by("id")[:3]
+    removed = sum(message.tokens for message in doomed)
+    before = archive_totals(session=archive)
+    archive.messages.filter(id__in=[message.id for message in doomed]).delete()
+
+    assert archive_totals(session=archive) == (before[0] - 3, before[1] - removed)
+
+
+def test_the_counters_are_filled_for_an_archive_from_before_them(archive):
+    """memory 0009 fills the token sums of what was archived before the counter existed."""
+    from django.db import connection
+
+    from memory.search import postgres, sqlite
+    from memory.stats import archive_totals
+
+    expected = archive_totals(session=archive)
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE memory_search_session SET tokens = 0")
+        (postgres if connection.vendor == "postgresql" else sqlite).session_tokens_add(cursor)
+
+    assert archive_totals(session=archive) == expected
+    assert expected[1] == sum(archive.messages.values_list("tokens", flat=True))
+
+
+def test_stats_say_how_much_search_covers(api, archive, settings):
+    from memory import semantic
+
+    settings.BUDDY_SEMANTIC_SEARCH = "off"  # words are indexed as each message is written
+    assert api.get("/memory/stats").json()["search_index"] == {"messages": 23, "indexed": 23}
+    settings.BUDDY_SEMANTIC_SEARCH = "on"  # a message counts once its vector is written too
+    assert api.get("/memory/stats").json()["search_index"] == {"messages": 23, "indexed": 0}
+    semantic.vectors_update(archive.pk)
+    assert api.get("/memory/stats").json()["search_index"] == {"messages": 23, "indexed": 23}
+
+
 def test_stats_count_what_left_the_window(api, archive, settings):
     settings.BUDDY_WINDOW_ROWS = 10
     settings.BUDDY_WINDOW_LOW_WATER = 0.5

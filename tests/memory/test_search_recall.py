@@ -1,6 +1,8 @@
-"""Retrieval quality, small and deterministic: the synthetic conversation of bench/recall.py at 300
-turns, loaded through the write path and searched through memory.search. Fails when recall drops
-below what was measured when the ranking was chosen (minus a small margin), on either backend."""
+"""Retrieval quality, small and deterministic: a synthetic conversation (bench/synthetic_conversations.py)
+of 300 turns, loaded through the write path and searched through memory.search. The ranking is tuned on
+real conversations (tests/memory/test_search_locomo.py, docs/benchmarks.md); this guards its machinery
+(stems, context, candidates, vectors) on a machine without them, and fails when recall drops below what
+was measured with the current ranking (minus one question), on either backend."""
 
 from __future__ import annotations
 
@@ -15,14 +17,12 @@ from memory.semantic import encoder
 
 pytestmark = pytest.mark.django_db
 
-# Measured: recall@5 0.847 (61 of 72), recall@10 0.875 (63 of 72), SQLite and PostgreSQL alike, with
-# IDF² term weights (0.833 / 0.861 with IDF¹). One question less fails.
-MIN_RECALL_AT_5 = 0.84
-MIN_RECALL_AT_10 = 0.87
-# With semantic search (memory.semantic): 0.944 (68 of 72) and 0.972 (70 of 72), SQLite and
-# PostgreSQL alike. One question less fails.
-MIN_SEMANTIC_RECALL_AT_5 = 0.94
-MIN_SEMANTIC_RECALL_AT_10 = 0.95
+# Measured: recall@5 0.764 (55 of 72), recall@10 0.861 (62 of 72). One question less fails.
+MIN_RECALL_AT_5 = 0.75
+MIN_RECALL_AT_10 = 0.85
+# With semantic search (memory.semantic): 0.889 (64 of 72) and 0.972 (70 of 72). One question less fails.
+MIN_SEMANTIC_RECALL_AT_5 = 0.875
+MIN_SEMANTIC_RECALL_AT_10 = 0.958
 
 
 def test_recall_on_a_synthetic_conversation(session):

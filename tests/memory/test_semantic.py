@@ -359,7 +359,7 @@ def test_the_cached_window_is_checked_whole_only_now_and_then(session, semantic_
     search_history(session=session, query=query, limit=3)  # cached without it
     semantic.vectors_fill(session.pk)
 
-    assert search_history(session=session, query=query, limit=1)[0].message_id != older.id
+    assert older.id not in [hit.message_id for hit in search_history(session=session, query=query, limit=3)]
     monkeypatch.setattr(semantic, "CHECK_SECONDS", 0)
     assert search_history(session=session, query=query, limit=1)[0].message_id == older.id
 
@@ -430,22 +430,30 @@ def test_a_message_arriving_as_a_job_ends_gets_a_job_of_its_own(session, semanti
     assert MessageVector.objects.filter(session=session).count() == 4
 
 
-def test_a_chat_without_vectors_starts_at_its_newest_window(session, other_user, semantic_on, monkeypatch):
+def test_a_chat_is_indexed_whole_from_its_first_message(session, other_user, semantic_on, monkeypatch):
+    """The background job covers the whole archive (an import too), oldest first, in jobs of at most
+    JOB_SECONDS that queue the next; the chat's count of indexed messages follows."""
     from conversations.services import session_get_or_create
 
-    monkeypatch.setattr(semantic, "WINDOW", 5)
     other = session_get_or_create(user=other_user, agent_slug="buddy", chat_id="main")
     for index in range(12):  # two chats at once: their ids interleave
         say(session, "user", f"Our garden plan, part {index}: tomatoes along the south fence.")
         say(other, "user", f"Unrelated: the printer jammed again ({index}).")
+    queued = []
+    monkeypatch.setattr(semantic, "JOB_SECONDS", 0)  # one batch per job
+    monkeypatch.setattr(semantic, "BATCH", 5)
+    monkeypatch.setattr(semantic, "vectors_schedule", lambda *, session_id: queued.append(session_id))
 
     assert semantic.vectors_update(session.pk) == 5
-    mine = list(Message.objects.filter(session=session).order_by("-id")[:6])
+    mine = list(Message.objects.filter(session=session).order_by("id"))
     assert set(MessageVector.objects.values_list("message_id", flat=True)) == {m.id for m in mine[:5]}
-    # The first vector's context is the message before it in this chat, not the id before it.
-    own_first, own_previous = encoder.encode([mine[4].search_text, mine[5].search_text])
-    np.testing.assert_allclose(stored(mine[4]), own_first + semantic.CONTEXT_WEIGHT * own_previous, atol=2e-3)
-    assert semantic.vectors_fill(session.pk) == 7  # the rest is embed_history's
+    assert queued == [session.pk]  # the rest goes on in the next job
+    assert semantic.index_progress(session_id=session.pk, messages=12) == (12, 5)
+    assert semantic.vectors_update(session.pk) + semantic.vectors_update(session.pk) == 7
+    assert semantic.index_progress(session_id=session.pk, messages=12) == (12, 12)
+    # A vector's context is the message before it in this chat, not the id before it.
+    own_sixth, own_fifth = encoder.encode([mine[5].search_text, mine[4].search_text])
+    np.testing.assert_allclose(stored(mine[5]), own_sixth + semantic.CONTEXT_WEIGHT * own_fifth, atol=2e-3)
 
 
 def test_a_broken_model_costs_the_meaning_not_the_search(session, semantic_on, monkeypatch, caplog):
