@@ -209,7 +209,7 @@ def evaluate(conversations: list[locomo.Conversation], rank: Rank) -> dict:
 
 
 def report(name: str, result: dict) -> None:
-    categories = " ".join(f"{low:.3f} / {high:.3f}" for low, high in result["categories"].values())
+    categories = " | ".join(f"{low:.3f} / {high:.3f}" for low, high in result["categories"].values())
     print(
         f"| {name} | {result['at'][5]:.3f} | {result['at'][10]:.3f} | {categories} | {result['median_ms']:.1f} |",
         flush=True,

@@ -422,7 +422,7 @@ def time_like(label: str, pairs: list[tuple[object, str]], per_word: bool) -> No
 def bound_effect(session, queries: list[str]) -> None:
     """Words only, top 10 with the bounds against an unbounded ranking (every match of every term, all
     rescored), apart for queries whose every term is in the text of more than CANDIDATES_PER_TERM
-    messages (all capped) and the rest (the groups of docs/bench-search.md since stop 11)."""
+    messages (all capped) and the rest."""
     bounded = {q: [h.message_id for h in search.search_history(session=session, query=q, limit=10)] for q in queries}
     saved = search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES
     search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES = 10**9, 10**9

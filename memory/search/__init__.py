@@ -1,28 +1,28 @@
-"""History search: natural-language queries over one session's archive, best first.
+"""History search: natural-language queries over one session's archive, best first (docs/search.md).
 
 The database finds candidates, Python ranks them, the same way on both backends:
 
 1. The query becomes distinct terms (memory.search.text): stop words and question words dropped,
-   stemmed. Nothing left → no results.
+   stemmed; and cues (memory.search.cues): the chat speaker it names, the days it names. No term and
+   no day → no results.
 2. Per-session statistics give each term's document frequency `df` and the session's size; a term in
    no message of the session is dropped. Each query term weighs `idf²` (`term_weight`): BM25's IDF on
-   the message side times the same IDF as the query term's own weight, as in tf-idf's vector-space
-   form, so that a common word of the question ("get", "new", "go") mostly breaks ties between
-   messages that hold its rarer words instead of outvoting them.
+   the message side times the same IDF as the query term's own weight, so that a common word of the
+   question ("get", "new", "go") mostly breaks ties between messages that hold its rarer words.
 3. The index (FTS5 on SQLite, GIN on PostgreSQL; memory.search.sqlite / .postgres) lists the messages
    holding each term in their own text or in their context (the message before them, and inside a
    turn the prompt that started it). A term that matches more than `CANDIDATES_PER_TERM` messages
-   (in their text or their context) contributes only its newest matches, about that many: this
-   bounds the work of common words on a long archive. Its older matches still count in full in
-   messages that come in through a rarer query term.
-4. Candidates are pre-ranked by the summed weight of the terms they hold; the best
-   `RESCORED_CANDIDATES` are scored exactly with BM25F over two fields: the message's own terms
-   (weight 1) and its context (weight `CONTEXT_WEIGHT`), so that a reply is found by the topic of the
-   question it answers, but below a message that names the topic itself.
+   contributes only its newest matches, about that many: this bounds the work of common words on a
+   long archive. Its older matches still count in full in messages that come in through a rarer term.
+   The best `RESCORED_CANDIDATES` by summed weight are the word candidates; the first messages of each
+   day the query names, and with semantic search the messages nearest in meaning, join them.
+4. Every candidate is scored: BM25F over two fields (the message's own terms, and its context at
+   `CONTEXT_WEIGHT`) as a z-score over the chat, plus SEMANTIC_WEIGHT × the z-score of its similarity to
+   the question (memory.semantic), plus SPEAKER_BOOST when the query names its speaker and DATE_BOOST
+   when it was written on a day the query names.
 
-Scores are BM25F scores with squared IDF weights: higher is better, rarer terms weigh more, more
-matched terms win. How much the two bounds change results on a 1M-message archive is measured in
-docs/bench-search.md.
+Higher scores are better. The constants were chosen on real conversations (bench/recall.py; the
+figures and each part's share are in docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Why a side table and not a column of conversations_message: a GIN match is a hea
 the row's id, and a message row (content JSON, readable text, terms, context) is ~2.4 KB, so on a
 long archive the visits of one query land on pages that are rarely in shared_buffers. Side-table rows
 are ~0.7 KB: the recent part of an archive, where bounded lookups of common terms go
-(memory.search), stays cached. docs/bench-search.md has the measurements.
+(memory.search), stays cached.
 
 The side table and the per-session statistics (message count, term counts; per term its document
 frequency and where its plain list ends) are kept by statement-level triggers, so a bulk insert or
@@ -200,7 +200,7 @@ BACKFILL = [
     _vectors_insert("conversations_message"),
     # fastupdate off: with it on, new postings wait in a pending list (up to 4 MB) until a vacuum, and
     # every lookup scans the whole list: 900 pending messages made searches a third slower. Writing
-    # into the index directly costs a message append nothing measurable (bench-search.md).
+    # into the index directly costs a message append nothing measurable.
     "CREATE INDEX memory_message_search_vector ON memory_message_search USING gin (vector) WITH (fastupdate = off)",
 ]
 

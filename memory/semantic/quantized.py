@@ -3,9 +3,8 @@
 
 Both are memory-bound on a small machine: a float32 window of 20,000 vectors is 31 MB, the model's
 dense weights 42 MB, and both are read whole per search. In 8 bits they are a quarter of that, and
-onnxruntime multiplies 8-bit integers directly (numpy only multiplies floats with BLAS). The scan of
-20,000 vectors takes ~0.6 ms warm (float32 in numpy: 1.0 ms; both ~1.5 ms once evicted from cache), at
-an error of at most 0.006 in a similarity (12,654 real vectors; docs/bench-search.md). Without onnx or
+onnxruntime multiplies 8-bit integers directly (numpy only multiplies floats with BLAS), at an error of
+at most 0.006 in a similarity (measured on 12,654 real vectors). Without onnx or
 onnxruntime (a broken install: both are dependencies), or if a session fails, numpy does the same
 work, slower.
 """

@@ -346,7 +346,23 @@ def test_import_history_queues_the_vectors_of_what_it_imported(tmp_path, user, a
     imported = Message.objects.filter(session__user=user)
     assert imported.count() == 2
     assert MessageVector.objects.filter(message__in=imported).count() == 2  # tasks run inline in the tests
-    assert "semantic-search vectors" in out.getvalue()
+    assert "Search covers them in full" in out.getvalue()
+
+
+def test_import_history_says_how_long_indexing_will_take(tmp_path, user, agent, semantic_on, monkeypatch):
+    import json
+
+    monkeypatch.setattr(semantic, "vectors_schedule", lambda *, session_id: None)  # workers busy elsewhere
+    path = tmp_path / "chat.jsonl"
+    lines = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"Line {i} of a long chat."} for i in range(40)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    out = io.StringIO()
+
+    call_command("import_history", str(path), "--user", "alice", stdout=out, stderr=io.StringIO())
+
+    said = out.getvalue()
+    assert "vectors of 40 message(s): about " in said and " s on this machine" in said
+    assert "Search finds them by their words now" in said
 
 
 def test_the_cached_window_is_checked_whole_only_now_and_then(session, semantic_on, monkeypatch):

@@ -59,7 +59,20 @@ class Command(BaseCommand):
         self.stdout.write(f"Imported {imported:,} message(s) into {user}/{agent}/{chat_id}.")
         if semantic.enabled():
             semantic.vectors_schedule(session_id=session.pk)
-            self.stdout.write(
-                "The task workers are writing their semantic-search vectors (of the chat's newest "
-                f"{semantic.WINDOW:,} messages, if it had none; `embed_history` writes the rest)."
-            )
+            waiting, seconds = semantic.indexing_estimate(session_id=session.pk, messages=session.messages.count())
+            if waiting:
+                self.stdout.write(
+                    f"Search finds them by their words now. The task workers are writing the semantic-search "
+                    f"vectors of {waiting:,} message(s): about {_duration(seconds)} on this machine; until then "
+                    "a search re-ranks its best word matches by meaning. (`embed_history` writes them here instead.)"
+                )
+            else:
+                self.stdout.write("Search covers them in full, by words and by meaning.")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds / 3600:.1f} h"
