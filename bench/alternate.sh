@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compare search latency of another revision with this working tree on a machine that drifts: run
 # bench/search.py of each alternately, RUNS times each, on the same data, and print every run's
-# second passes (docs/bench-search.md reports the medians of the runs' medians).
+# second passes (docs/benchmarks.md reports the medians of the runs' medians).
 #
 #   bench/alternate.sh REV [RUNS]          # SQLite: var/bench/search.sqlite3 of this checkout
 #   DATABASE_URL=postgres://postgres@127.0.0.1:5432/buddy_bench_search bench/alternate.sh REV [RUNS]

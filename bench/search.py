@@ -252,6 +252,7 @@ def vectors_build() -> None:
     from memory.models import MessageVector
 
     if MessageVector.objects.filter(session_id=1001).exists():
+        _vector_counts()
         return
     started = time.perf_counter()
     print("writing random vectors for semantic search…", flush=True)
@@ -284,7 +285,19 @@ def vectors_build() -> None:
         # As autovacuum would have by then: on PostgreSQL the visibility map lets counts of a chat's
         # vectors read the index alone.
         cursor.execute("VACUUM ANALYZE memory_messagevector" if connection.vendor == "postgresql" else "ANALYZE")
+    _vector_counts()
     print(f"  {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def _vector_counts() -> None:
+    """Each session's count of indexed messages (memory.models.VectorIndex), as the vector jobs keep it:
+    the vectors were written by COPY here, so search would take every chat for one still being indexed."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM memory_vectorindex")
+        cursor.execute(
+            "INSERT INTO memory_vectorindex (session_id, indexed)"
+            " SELECT session_id, count(*) FROM memory_messagevector GROUP BY session_id"
+        )
 
 
 def time_semantic_parts(session, queries: list[str]) -> None:
@@ -500,6 +513,7 @@ def main() -> None:
 
     from conversations.models import Session
 
+    call_command("migrate", verbosity=0)  # a data set built by an earlier version is brought up to date
     if args.rebuild or not built():
         if args.rebuild and connection.vendor == "sqlite":
             connection.close()
