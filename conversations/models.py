@@ -206,3 +206,19 @@ class ScheduledRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.schedule_id} @ {self.due_at:%Y-%m-%d %H:%M}"
+
+
+class RateCounter(models.Model):
+    """How often one limited thing (a user's prompts, failed logins of a name or an address) happened in
+    one fixed window of time. Kept in the database so every server process counts together."""
+
+    key = models.CharField(max_length=200)
+    window_start = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "window_start"], name="rate_counter_unique_window")]
+        indexes = [models.Index(fields=["window_start"], name="rate_counter_window_start")]
+
+    def __str__(self) -> str:
+        return f"{self.key} @ {self.window_start:%Y-%m-%d %H:%M}: {self.count}"

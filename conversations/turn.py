@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from canvas.push import push_frame, push_frame_on_commit
-from conversations.content import estimate_tokens, text_of
+from conversations.content import estimate_tokens, text_of, text_problem
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.prompt import model_for, request_build
@@ -70,6 +70,9 @@ def prompt_check(text: str) -> None:
     """Refuse a prompt before anything is archived (contract §3: 413 and 422 are not archived)."""
     if not isinstance(text, str) or not text.strip():
         raise PromptInvalid("The prompt is empty.")
+    problem = text_problem(text)
+    if problem:
+        raise PromptInvalid(f"The prompt {problem}.")
     tokens = estimate_tokens([{"type": "text", "text": text}])
     if tokens > settings.BUDDY_MAX_PROMPT_TOKENS:
         raise PromptTooLarge(

@@ -1,0 +1,70 @@
+"""Rate limits (README, Limits): prompts per user per minute over HTTP and the WebSocket together."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from django.test import Client
+
+from conversations.limits import RateLimited, prompt_rate_check, rate_record
+from conversations.models import Message
+from tests.canvas.test_consumer import login_cookie, opened
+from tests.canvas.test_consumer_turns import frames_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def prompt(client: Client, text: str):
+    return client.post("/prompt", data={"text": text}, content_type="application/json")
+
+
+def test_prompts_over_the_per_minute_limit_are_429_with_retry_after(client, user, settings):
+    settings.BUDDY_PROMPTS_PER_MINUTE = 3
+    client.force_login(user)
+    assert [prompt(client, f"p{i}").status_code for i in range(3)] == [200, 200, 200]
+    refused = prompt(client, "one too many")
+    assert refused.status_code == 429
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert "at most 3 a minute" in refused.json()["detail"]
+    assert Message.objects.filter(role="user").count() == 3  # the refused prompt is not archived
+
+
+def test_the_limit_is_per_user(client, user, other_user, settings):
+    settings.BUDDY_PROMPTS_PER_MINUTE = 1
+    client.force_login(user)
+    assert prompt(client, "mine").status_code == 200
+    assert prompt(client, "again").status_code == 429
+    client.force_login(other_user)
+    assert prompt(client, "theirs").status_code == 200
+
+
+async def test_the_same_limit_over_the_websocket_is_a_rate_limited_error_frame(client, user, agent, settings):
+    settings.BUDDY_PROMPTS_PER_MINUTE = 1
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "prompt", "text": "first"})
+        await frames_until(tab, "assistant_message")
+        await tab.send_json_to({"type": "prompt", "text": "second"})
+        frames = await frames_until(tab, "error")
+        assert frames[-1]["code"] == "rate_limited"
+        assert "Try again in" in frames[-1]["detail"]
+        await tab.send_json_to({"type": "replay"})  # the socket stays open
+        assert (await tab.receive_json_from(timeout=10))["type"] == "canvas_command"
+
+
+def test_counters_are_per_fixed_window(user):
+    minute = datetime(2026, 11, 24, 10, 0, 5, tzinfo=UTC)
+    assert [rate_record(key="k", period=60, now=minute) for _ in range(3)] == [1, 2, 3]
+    assert rate_record(key="k", period=60, now=minute.replace(minute=1)) == 1
+    assert rate_record(key="other", period=60, now=minute) == 1
+
+
+def test_zero_turns_the_prompt_limit_off(user, settings):
+    settings.BUDDY_PROMPTS_PER_MINUTE = 0
+    for _ in range(5):
+        prompt_rate_check(user_id=user.pk)
+    settings.BUDDY_PROMPTS_PER_MINUTE = 1
+    prompt_rate_check(user_id=user.pk)
+    with pytest.raises(RateLimited):
+        prompt_rate_check(user_id=user.pk)
