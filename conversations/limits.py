@@ -7,6 +7,7 @@ the answer to a refused event says when its window ends (HTTP `Retry-After`).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -70,3 +71,32 @@ def prompt_rate_check(*, user_id: int) -> None:
     if count > limit:
         _, left = _window(60, timezone.now())
         raise RateLimited(f"Too many prompts: at most {limit} a minute.", left)
+
+
+def _login_keys(*, username: str, address: str) -> list[tuple[str, int]]:
+    """The counters of a login attempt and their limits: per user name (hashed: any text is a valid
+    key), and per client address."""
+    name = hashlib.sha256(username.strip().lower().encode("utf-8", errors="replace")).hexdigest()[:40]
+    return [
+        (f"login:name:{name}", settings.BUDDY_LOGIN_FAILURES),
+        (f"login:addr:{address[:64]}", settings.BUDDY_LOGIN_FAILURES_PER_IP),
+    ]
+
+
+def login_attempt_check(*, username: str, address: str) -> None:
+    """Refuse (RateLimited) a login attempt while the name or the address has had too many failed ones
+    in the current window (BUDDY_LOGIN_WINDOW_SECONDS); checked before the password is."""
+    period = settings.BUDDY_LOGIN_WINDOW_SECONDS
+    for key, limit in _login_keys(username=username, address=address):
+        if limit <= 0:
+            continue
+        count, left = rate_count(key=key, period=period)
+        if count >= limit:
+            raise RateLimited("Too many failed logins.", left)
+
+
+def login_failure_record(*, username: str, address: str) -> None:
+    period = settings.BUDDY_LOGIN_WINDOW_SECONDS
+    for key, limit in _login_keys(username=username, address=address):
+        if limit > 0:
+            rate_record(key=key, period=period)

@@ -68,3 +68,37 @@ def test_zero_turns_the_prompt_limit_off(user, settings):
     prompt_rate_check(user_id=user.pk)
     with pytest.raises(RateLimited):
         prompt_rate_check(user_id=user.pk)
+
+
+def login(client: Client, username: str, password: str, address: str = "10.0.0.1", url: str = "/accounts/login/"):
+    return client.post(url, {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def test_failed_logins_of_one_name_are_limited_with_429_and_retry_after(client, user, settings):
+    settings.BUDDY_LOGIN_FAILURES = 3
+    for _ in range(3):
+        assert login(client, "alice", "wrong").status_code == 200  # the form again, with its error
+    refused = login(client, "alice", "wonderland-pass-1")  # even the right password is not checked now
+    assert refused.status_code == 429
+    assert 1 <= int(refused["Retry-After"]) <= settings.BUDDY_LOGIN_WINDOW_SECONDS
+    assert "Too many failed logins" in refused.content.decode()
+    assert "_auth_user_id" not in client.session
+    # Another name from another address is not affected; the address limit is separate.
+    assert login(client, "bob", "wrong", address="10.0.0.2").status_code == 200
+
+
+def test_failed_logins_from_one_address_are_limited_across_names(client, user, settings):
+    settings.BUDDY_LOGIN_FAILURES_PER_IP = 4
+    for i in range(4):
+        login(client, f"guess{i}", "wrong")
+    assert login(client, "alice", "wonderland-pass-1").status_code == 429
+    assert login(client, "alice", "wonderland-pass-1", address="10.0.0.9").status_code == 302  # logged in
+
+
+def test_the_admin_login_is_limited_too(client, staff_user, settings):
+    settings.BUDDY_LOGIN_FAILURES = 2
+    for _ in range(2):
+        login(client, "root", "wrong", url="/admin/login/")
+    response = login(client, "root", "root-pass-1", url="/admin/login/")
+    assert response.status_code == 200 and "Too many failed logins" in response.content.decode()
+    assert "_auth_user_id" not in client.session
