@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -36,10 +37,29 @@ def env_float(name: str, default: float) -> float:
     return float(value) if value else default
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
-    "django-insecure-buddy-development-key-change-me-in-production-0123456789"
-)
+def persistent_secret_key(path: Path) -> str:
+    """The key kept in `path`, made once (random, readable by its owner only) by whichever process
+    starts first; the others read it. Never a fixed value: a known key forges sessions."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    draft = path.with_name(f".{path.name}.{os.getpid()}")
+    descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(secrets.token_urlsafe(50) + "\n")
+    try:
+        os.link(draft, path)  # atomic, and refuses to replace a key another process wrote first
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+    return path.read_text().strip()
+
+
+# Off unless asked for: a debug page shows settings, URL patterns and tracebacks to anyone.
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or persistent_secret_key(VAR_DIR / "secret_key")
 ALLOWED_HOSTS = [
     host.strip()
     for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
@@ -189,8 +209,13 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 NINJA_PAGINATION_MAX_LIMIT = 500
 
-# --- Production hardening (active when DJANGO_DEBUG=0) ----------------------------------------
-if not DEBUG:
+# --- HTTPS (DJANGO_HTTPS=1, behind a TLS-terminating proxy: docs/deploy.md) ----------------------
+# Not tied to DEBUG: `make run` serves plain HTTP on 127.0.0.1 with DEBUG off, where HTTPS-only cookies
+# would make logging in impossible.
+SERVED_OVER_HTTPS = env_bool("DJANGO_HTTPS", False)
+_trusted_origins = os.environ.get("CSRF_TRUSTED_ORIGINS") or os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+CSRF_TRUSTED_ORIGINS = [origin.strip() for origin in _trusted_origins.split(",") if origin.strip()]
+if SERVED_OVER_HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
@@ -199,9 +224,6 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    CSRF_TRUSTED_ORIGINS = [
-        origin.strip() for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
-    ]
 
 LOGGING = {
     "version": 1,

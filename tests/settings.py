@@ -32,3 +32,7 @@ from buddy.settings import *  # noqa: E402, F403
 
 # PBKDF2 costs ~0.5 s per user created; the tests are about conversations, not password storage.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Static files from the finders, with no collectstatic: also in the server processes tests start, where
+# DEBUG is off as in production.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405

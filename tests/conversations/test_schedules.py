@@ -162,6 +162,7 @@ def test_check_deploy_passes_with_production_settings():
     env = {
         "PATH": "/usr/bin:/bin",
         "DJANGO_DEBUG": "0",
+        "DJANGO_HTTPS": "1",
         "DJANGO_SECRET_KEY": "k3y-" + "".join(chr(97 + (i * 7) % 26) for i in range(60)),
         "DJANGO_ALLOWED_HOSTS": "buddy.example.com",
         "BUDDY_VAR_DIR": str(ROOT / "var"),
