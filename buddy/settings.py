@@ -231,7 +231,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("BUDDY_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        # Django's own console handler (active under DEBUG) would print every django.* record a second
+        # time beside the root's: one handler, the root's, for everything.
+        "django": {"handlers": [], "level": "INFO"},
+        "django.db.backends": {"level": "WARNING"},
+    },
 }
 
 # --- Buddy (contract §2) --------------------------------------------------------------------

@@ -55,3 +55,26 @@ def test_a_bad_host_gets_a_short_400_not_a_debug_page():
     body = answer.value.read()
     assert answer.value.code == 400
     assert len(body) < 1000 and b"Traceback" not in body and b"DisallowedHost" not in body
+
+
+@pytest.mark.parametrize("debug", ["0", "1"])
+def test_a_forbidden_admin_page_logs_one_traceback(tmp_path, debug):
+    """Django's own console handler (under DEBUG) and the root's printed each django.* record twice."""
+    log_a_403 = (
+        "import django, logging; django.setup()\n"
+        "from django.core.exceptions import PermissionDenied\n"
+        "try:\n    raise PermissionDenied\n"
+        "except PermissionDenied:\n"
+        "    logging.getLogger('django.request').warning('Forbidden (Permission denied): /admin/', exc_info=True)\n"
+    )
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "BUDDY_VAR_DIR": str(tmp_path),
+        "DJANGO_DEBUG": debug,
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", log_a_403], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("Traceback") == 1, result.stderr
