@@ -115,6 +115,23 @@ def json_text_problem(value: Any) -> str | None:
     return None
 
 
+LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def json_text_cleaned(value: Any) -> Any:
+    """`value` with every string made storable: NUL and lone surrogates become U+FFFD. For what a model
+    says, which Buddy must archive whatever it is; input from people is refused instead (text_problem)."""
+    if json_text_problem(value) is None:
+        return value
+    if isinstance(value, str):
+        return LONE_SURROGATE_RE.sub("\ufffd", value.replace("\x00", "\ufffd"))
+    if isinstance(value, dict):
+        return {json_text_cleaned(key): json_text_cleaned(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_text_cleaned(item) for item in value]
+    return value
+
+
 def chat_id_or_default(chat_id: str | None) -> str:
     return chat_id or DEFAULT_CHAT_ID
 

@@ -4,6 +4,7 @@ second run, on PostgreSQL (which refuses NUL in text: the case that used to be a
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -155,3 +156,20 @@ def test_the_schema_has_one_error_schema_and_every_answer_documented(api):
         assert set(responses) == codes, path
         for code in codes - {"200"}:
             assert responses[code]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorOut")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("title", ["a\\u0000b", "x\\ud800y"], ids=["NUL", "surrogate"])
+def test_a_canvas_title_the_model_writes_with_nul_or_a_surrogate_is_stored_replaced(user, title):
+    """The offline model's CANVAS grammar decodes the escape: the model, not the person, writes the
+    character (as a prompt-injected model could). It is archived and drawn as U+FFFD, not a 500."""
+    client = Client()
+    client.force_login(user)
+    text = 'CANVAS: [{"name": "canvas_add_card", "input": {"id": "c", "title": "' + title + '"}}]'
+    response = post_prompt(client, json.dumps({"text": text}))
+    assert response.status_code == 200, response.content
+    from canvas.selectors import canvas_replay_frames
+
+    session = Session.objects.get()
+    card = [f for f in canvas_replay_frames(session=session) if f["command"] == "canvas_add_card"][0]
+    assert "\ufffd" in card["params"]["title"]
