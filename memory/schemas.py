@@ -9,7 +9,7 @@ from conversations.schemas import PlainText
 
 
 class SearchIn(Schema):
-    q: PlainText = Field("", description="A natural-language query; any text is accepted (not NUL).")
+    q: str = Field("", description="A natural-language query; any text is accepted.")
     chat_id: str | None = Field(None, pattern=CHAT_ID_RE.pattern.replace("{1,64}", "{0,64}"))
     agent: PlainText | None = Field(None, max_length=64)
     limit: int = Field(5, ge=1, le=50)
