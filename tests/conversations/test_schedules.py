@@ -256,3 +256,28 @@ def test_the_command_refuses_the_same_times_with_a_clear_error(user, args, reaso
     with pytest.raises(CommandError, match=reason):
         call_command("schedule_prompt", "x", "--user", "alice", *args)
     assert not ScheduledPrompt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_deactivated_users_schedules_do_not_run(user, settings):
+    settings.BUDDY_LLM = "offline"
+    schedule_create(user=user, text="still here?", at=timezone.now() - timedelta(seconds=1))
+    user.is_active = False
+    user.save()
+    assert schedules_run_due() == 0
+    assert not Message.objects.exists()
+    user.is_active = True
+    user.save()
+    assert schedules_run_due() == 1  # active again: the missed time runs once
+    assert Message.objects.filter(role="user").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_run_claimed_before_its_user_was_deactivated_does_not_run(user, settings):
+    settings.BUDDY_LLM = "offline"
+    schedule_create(user=user, text="still here?", at=timezone.now() - timedelta(seconds=1))
+    [run] = schedule_claim_due()
+    user.is_active = False
+    user.save()
+    assert scheduled_run_execute(run_id=run.pk) == "failed"
+    assert not Message.objects.exists()
