@@ -72,8 +72,8 @@ def prompt_submit(
     record (answer from it, or from the archive)."""
     prompt_check(text)
     if not idempotency_key:
+        prompt_rate_check(user_id=user.pk)  # before the chat is made: a refused prompt creates nothing
         session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
-        prompt_rate_check(user_id=user.pk)
         return _ok(session, turn_run(session=session, text=text))
     if text_problem(idempotency_key):
         raise PromptInvalid(f"The Idempotency-Key {text_problem(idempotency_key)}.")
@@ -81,8 +81,8 @@ def prompt_submit(
     record = IdempotencyKey.objects.filter(user=user, key=key).first()
     if record is not None:
         return _repeat(_same_request(record, text=text, agent_slug=agent_slug, chat_id=chat_id))
-    session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
     prompt_rate_check(user_id=user.pk)
+    session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
 
     def remember_prompt(prompt: Message) -> None:
         IdempotencyKey.objects.create(user=user, key=key, session=session, prompt=prompt)

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from conversations.limits import RateLimited, prompt_rate_check, rate_record
-from conversations.models import Message
+from conversations.models import Message, Session
 from tests.canvas.test_consumer import login_cookie, opened
 from tests.canvas.test_consumer_turns import frames_until
 
@@ -28,6 +28,9 @@ def test_prompts_over_the_per_minute_limit_are_429_with_retry_after(client, user
     assert 1 <= int(refused["Retry-After"]) <= 60
     assert "at most 3 a minute" in refused.json()["detail"]
     assert Message.objects.filter(role="user").count() == 3  # the refused prompt is not archived
+    to_a_new_chat = client.post("/prompt", data={"text": "x", "chat_id": "new"}, content_type="application/json")
+    assert to_a_new_chat.status_code == 429
+    assert not Session.objects.filter(chat_id="new").exists()  # nor does it create a chat
 
 
 def test_the_limit_is_per_user(client, user, other_user, settings):
