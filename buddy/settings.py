@@ -208,6 +208,8 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 NINJA_PAGINATION_MAX_LIMIT = 500
+# Django's default, stated: a larger request body is refused with 413 (buddy.views.bad_request, buddy.api).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
 # --- HTTPS (DJANGO_HTTPS=1, behind a TLS-terminating proxy: docs/deploy.md) ----------------------
 # Not tied to DEBUG: `make run` serves plain HTTP on 127.0.0.1 with DEBUG off, where HTTPS-only cookies
