@@ -210,8 +210,12 @@ def test_one_turn_makes_at_most_the_schedules_per_turn_limit(fake_anthropic, ses
 
     settings.BUDDY_SCHEDULES_PER_TURN = 3
     calls = [
-        {"type": "tool_use", "id": f"toolu_{i}", "name": "schedule_prompt",
-         "input": {"text": f"n{i}", "every_seconds": 60}}
+        {
+            "type": "tool_use",
+            "id": f"toolu_{i}",
+            "name": "schedule_prompt",
+            "input": {"text": f"n{i}", "every_seconds": 60},
+        }
         for i in range(100)
     ]
     fake_anthropic.queue_reply(calls)
