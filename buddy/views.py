@@ -4,8 +4,11 @@ import logging
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import connection
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.defaults import bad_request as django_bad_request
 
 logger = logging.getLogger(__name__)
 
@@ -30,3 +33,14 @@ def healthz(request: HttpRequest) -> JsonResponse:
     if problems:
         return JsonResponse({"status": "unavailable", "failing": problems}, status=503)
     return JsonResponse({"status": "ok"})
+
+
+def request_too_large_detail() -> str:
+    return f"The request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes."
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """handler400: a body Django refused for its size is a 413 in JSON, wherever it was sent."""
+    if isinstance(exception, RequestDataTooBig):
+        return JsonResponse({"detail": request_too_large_detail()}, status=413)
+    return django_bad_request(request, exception)

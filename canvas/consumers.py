@@ -40,8 +40,8 @@ from canvas.selectors import canvas_replay_frames
 from canvas.services import confirmation_answer
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
 from conversations.models import Agent, Session
-from conversations.submit import prompt_session
-from conversations.turn import ModelFailed, TurnError, turn_cancel, turn_run
+from conversations.submit import prompt_submit
+from conversations.turn import ModelFailed, TurnError, turn_cancel
 
 logger = logging.getLogger(__name__)
 
@@ -70,8 +70,7 @@ class FrameError(Exception):
 
 def _socket_turn(user: Any, agent_slug: str, chat_id: str, text: str) -> None:
     try:
-        session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
-        turn_run(session=session, text=text)
+        prompt_submit(user=user, text=text, agent_slug=agent_slug, chat_id=chat_id)
     finally:
         close_old_connections()
 

@@ -8,13 +8,17 @@ from ninja.errors import HttpError
 from pydantic import Field
 
 from conversations import selectors
-from conversations.schemas import AgentOut, ChatOut, ErrorOut, HistoryOut, PromptIn, PromptOut
+from conversations.limits import RateLimited
+from conversations.schemas import AgentOut, ChatOut, ErrorOut, HistoryOut, PlainText, PromptIn, PromptOut
 from conversations.submit import prompt_submit
 from conversations.turn import TurnError
 
 router = Router(tags=["conversations"])
 
-ERRORS = {401: ErrorOut, 404: ErrorOut, 409: ErrorOut, 413: ErrorOut, 422: ErrorOut, 502: ErrorOut}
+# The error answers each kind of endpoint gives, for the OpenAPI schema (every one is `ErrorOut`).
+AUTH_ERRORS = {401: ErrorOut}
+READ_ERRORS = {**AUTH_ERRORS, 404: ErrorOut, 422: ErrorOut}
+PROMPT_ERRORS = {**READ_ERRORS, 403: ErrorOut, 409: ErrorOut, 413: ErrorOut, 429: ErrorOut, 502: ErrorOut}
 
 
 def _submit(user, payload: PromptIn, key: str | None):
@@ -22,6 +26,8 @@ def _submit(user, payload: PromptIn, key: str | None):
         answer = prompt_submit(
             user=user, text=payload.text, agent_slug=payload.agent, chat_id=payload.chat_id, idempotency_key=key
         )
+    except RateLimited:
+        raise  # answered by the API's handler, with Retry-After
     except TurnError as exc:
         return Status(exc.status, {"detail": str(exc)})
     finally:
@@ -29,23 +35,26 @@ def _submit(user, payload: PromptIn, key: str | None):
     return Status(answer.status, answer.body)
 
 
-@router.post("/prompt", response={200: PromptOut, **ERRORS}, summary="Run one turn and return the reply")
+@router.post("/prompt", response={200: PromptOut, **PROMPT_ERRORS}, summary="Run one turn and return the reply")
 async def prompt(request: HttpRequest, payload: PromptIn):
     """Archives the prompt, runs the model and its tools, and returns the final text. With an
     `Idempotency-Key` header, a repeat of the same key returns the first answer and runs nothing.
-    A running turn in the same chat gives 409; a prompt over `BUDDY_MAX_PROMPT_TOKENS` 413."""
+    The same key with another text, agent or chat is 422. A running turn in the same chat gives 409; a
+    prompt over `BUDDY_MAX_PROMPT_TOKENS` or a body over the upload limit 413; more than
+    `BUDDY_PROMPTS_PER_MINUTE` prompts a minute 429 with `Retry-After`; a session cookie without the
+    CSRF token 403."""
     user = request.auth  # the user the session cookie or the bearer token authenticated
     key = request.headers.get("Idempotency-Key") or None
     # The turn waits on the model: run it on a worker thread, not the one thread all sync views share.
     return await sync_to_async(_submit, thread_sensitive=False)(user, payload, key)
 
 
-@router.get("/agents", response=list[AgentOut], summary="The agents a user can talk to")
+@router.get("/agents", response={200: list[AgentOut], **AUTH_ERRORS}, summary="The agents a user can talk to")
 def agents(request: HttpRequest):
     return [AgentOut(id=a.slug, name=a.name, avatar=a.avatar) for a in selectors.agent_list()]
 
 
-@router.get("/chats", response=list[ChatOut], summary="The user's conversations")
+@router.get("/chats", response={200: list[ChatOut], **AUTH_ERRORS}, summary="The user's conversations")
 def chats(request: HttpRequest):
     return [
         ChatOut(agent=s.agent.slug, chat_id=s.chat_id, last_message_at=s.last_message_at, messages=s.message_count)
@@ -54,8 +63,8 @@ def chats(request: HttpRequest):
 
 
 class ChatQuery(Schema):
-    agent: str | None = None
-    chat_id: str | None = None
+    agent: PlainText | None = None
+    chat_id: PlainText | None = None
 
 
 class HistoryQuery(ChatQuery):
@@ -71,7 +80,7 @@ def owned_session(request: HttpRequest, query: ChatQuery):
     return session
 
 
-@router.get("/history", response={200: HistoryOut, **ERRORS}, summary="A page of a chat's archive")
+@router.get("/history", response={200: HistoryOut, **READ_ERRORS}, summary="A page of a chat's archive")
 def history(request: HttpRequest, query: Query[HistoryQuery]):
     """Up to `limit` messages with id below `before` (the newest when absent), oldest first;
     `next_before` is the oldest id of the page, `null` when there is nothing older."""

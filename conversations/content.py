@@ -83,6 +83,55 @@ def text_of(content: list[Block]) -> str:
     )
 
 
+def text_problem(value: str) -> str | None:
+    """Why `value` is not text Buddy can keep, or None. A lone surrogate cannot be encoded as UTF-8 (so
+    neither stored nor sent to the model) and PostgreSQL refuses NUL: both are refused on every backend."""
+    if "\x00" in value:
+        return "must not contain NUL (\\u0000) characters"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+def json_text_problem(value: Any) -> str | None:
+    """text_problem() of every string in a decoded JSON value, keys included (iterative: any depth)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            problem = text_problem(item)
+        elif isinstance(item, dict):
+            problem = next(filter(None, (text_problem(key) for key in item if isinstance(key, str))), None)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+            problem = None
+        else:
+            problem = None
+        if problem:
+            return problem
+    return None
+
+
+LONE_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def json_text_cleaned(value: Any) -> Any:
+    """`value` with every string made storable: NUL and lone surrogates become U+FFFD. For what a model
+    says, which Buddy must archive whatever it is; input from people is refused instead (text_problem)."""
+    if json_text_problem(value) is None:
+        return value
+    if isinstance(value, str):
+        return LONE_SURROGATE_RE.sub("\ufffd", value.replace("\x00", "\ufffd"))
+    if isinstance(value, dict):
+        return {json_text_cleaned(key): json_text_cleaned(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_text_cleaned(item) for item in value]
+    return value
+
+
 def chat_id_or_default(chat_id: str | None) -> str:
     return chat_id or DEFAULT_CHAT_ID
 
@@ -92,12 +141,39 @@ def agent_or_default(agent: str | None) -> str:
 
 
 KNOWN_BLOCK_TYPES = {"text", "tool_use", "tool_result", "image", "document", "thinking", "redacted_thinking"}
+# Where the Messages API accepts each block type.
+BLOCK_TYPES_BY_ROLE = {
+    "user": {"text", "image", "document", "tool_result"},
+    "assistant": {"text", "tool_use", "thinking", "redacted_thinking"},
+}
+TOOL_USE_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+MAX_CONTENT_DEPTH = 64  # nesting of a message's JSON: far beyond any real content, well within recursion
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether `value` nests deeper than `limit` (iterative: safe at any depth)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def validate_content(role: str, content: Any) -> list[Block]:
-    """Check one message as the Messages API would; returns the normalised blocks or raises ValueError."""
+    """Check one message from outside (an import) as the Messages API would check it in a request, so
+    that no archived message can make a later model call fail; returns the normalised blocks or raises
+    ValueError. Buddy places the cache breakpoints itself: a block may not carry `cache_control`."""
     if role not in {"user", "assistant"}:
         raise ValueError(f"role must be 'user' or 'assistant', not {role!r}")
+    if json_depth_exceeds(content, MAX_CONTENT_DEPTH):
+        raise ValueError(f"content is nested deeper than {MAX_CONTENT_DEPTH} levels")
+    problem = json_text_problem(content)
+    if problem:
+        raise ValueError(f"a string in content {problem}")
     if isinstance(content, str):
         if not content:
             raise ValueError("content is an empty string")
@@ -105,21 +181,43 @@ def validate_content(role: str, content: Any) -> list[Block]:
     if not isinstance(content, list) or not content:
         raise ValueError("content must be a non-empty string or a non-empty list of blocks")
     for index, block in enumerate(content):
-        if not isinstance(block, dict) or block.get("type") not in KNOWN_BLOCK_TYPES:
-            raise ValueError(f"block {index} is not a content block with a known 'type'")
-        kind = block["type"]
-        if kind == "text" and (not isinstance(block.get("text"), str) or not block["text"]):
-            raise ValueError(f"text block {index} needs a non-empty 'text'")
-        if kind == "tool_use":
-            if role != "assistant":
-                raise ValueError(f"tool_use block {index} must be in an assistant message")
-            if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
-                raise ValueError(f"tool_use block {index} needs an 'id' and a 'name'")
-            if not isinstance(block.get("input"), dict):
-                raise ValueError(f"tool_use block {index} needs an object 'input'")
-        if kind == "tool_result":
-            if role != "user":
-                raise ValueError(f"tool_result block {index} must be in a user message")
-            if not isinstance(block.get("tool_use_id"), str):
-                raise ValueError(f"tool_result block {index} needs a 'tool_use_id'")
+        _validate_block(role, index, block)
     return list(content)
+
+
+def _validate_block(role: str, index: int, block: Any) -> None:
+    if not isinstance(block, dict) or block.get("type") not in KNOWN_BLOCK_TYPES:
+        raise ValueError(f"block {index} is not a content block with a known 'type'")
+    kind = block["type"]
+    if kind not in BLOCK_TYPES_BY_ROLE[role]:
+        where = "an assistant" if kind in BLOCK_TYPES_BY_ROLE["assistant"] else "a user"
+        raise ValueError(f"{kind} block {index} must be in {where} message")
+    if "cache_control" in block:
+        raise ValueError(f"block {index} has cache_control; Buddy sets the cache breakpoints itself")
+    if kind == "text" and (not isinstance(block.get("text"), str) or not block["text"]):
+        raise ValueError(f"text block {index} needs a non-empty 'text'")
+    if kind == "tool_use":
+        if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+            raise ValueError(f"tool_use block {index} needs an 'id' and a 'name'")
+        if not TOOL_USE_ID_RE.match(block["id"]):
+            raise ValueError(f"tool_use block {index}: an id is 1-128 characters of A-Z a-z 0-9 _ -")
+        if not isinstance(block.get("input"), dict):
+            raise ValueError(f"tool_use block {index} needs an object 'input'")
+    if kind == "tool_result":
+        if not isinstance(block.get("tool_use_id"), str) or not TOOL_USE_ID_RE.match(block["tool_use_id"]):
+            raise ValueError(f"tool_result block {index} needs a 'tool_use_id' of A-Z a-z 0-9 _ -")
+        result = block.get("content", "")
+        if isinstance(result, list):
+            for inner_index, inner in enumerate(result):
+                if not isinstance(inner, dict) or inner.get("type") not in {"text", "image", "document"}:
+                    raise ValueError(f"tool_result block {index}: content {inner_index} is not a text or image block")
+                if "cache_control" in inner:
+                    raise ValueError(f"tool_result block {index}: content {inner_index} has cache_control")
+                if inner["type"] == "text" and (not isinstance(inner.get("text"), str) or not inner["text"]):
+                    raise ValueError(f"tool_result block {index}: text {inner_index} needs a non-empty 'text'")
+        elif not isinstance(result, str):
+            raise ValueError(f"tool_result block {index}: content must be a string or a list of blocks")
+    if kind in {"image", "document"} and not (
+        isinstance(block.get("source"), dict) and isinstance(block["source"].get("type"), str)
+    ):
+        raise ValueError(f"{kind} block {index} needs a 'source' object with a 'type'")

@@ -6,21 +6,40 @@ flat however long the history is.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from conversations.content import validate_content
-from conversations.models import Message, Session
-from conversations.services import message_build, messages_bulk_append
+from conversations.content import dumps_compact, validate_content
+from conversations.models import HistoryImport, Message, Session
+from conversations.services import message_build, messages_bulk_append, session_get_or_create
 
 IMPORT_BATCH = 1000
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400: JSON has no infinity, and PostgreSQL's jsonb refuses it
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+class ImportRefused(ValueError):
+    """The file is valid but importing it would be wrong (nothing in it, or already in the chat)."""
 
 
 class ImportLineError(ValueError):
@@ -38,9 +57,13 @@ class ImportLine:
 
 def parse_line(line_number: int, line: str) -> ImportLine:
     try:
-        record = json.loads(line)
+        record = json.loads(line, parse_float=_finite_float, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
         raise ImportLineError(line_number, f"not valid JSON ({exc.msg})") from exc
+    except RecursionError:
+        raise ImportLineError(line_number, "nested too deeply") from None
+    except ValueError as exc:  # a number out of range, NaN, an integer of thousands of digits
+        raise ImportLineError(line_number, f"not valid JSON ({exc})") from None
     if not isinstance(record, dict):
         raise ImportLineError(line_number, "expected a JSON object")
     unknown = set(record) - {"role", "content", "created_at"}
@@ -53,30 +76,116 @@ def parse_line(line_number: int, line: str) -> ImportLine:
     created_at = None
     if record.get("created_at") is not None:
         raw = record["created_at"]
-        created_at = parse_datetime(raw) if isinstance(raw, str) else None
+        try:
+            created_at = parse_datetime(raw) if isinstance(raw, str) else None
+            if created_at is not None:
+                if timezone.is_naive(created_at):
+                    created_at = timezone.make_aware(created_at, UTC)
+                created_at = created_at.astimezone(UTC)
+        except (ValueError, OverflowError):  # 2026-02-30, year 0, 0001-01-01T00:00+05:00
+            created_at = None
         if created_at is None:
-            raise ImportLineError(line_number, f"created_at is not an ISO-8601 date-time: {raw!r}")
-        if timezone.is_naive(created_at):
-            created_at = timezone.make_aware(created_at, UTC)
+            raise ImportLineError(line_number, f"created_at is not a real ISO-8601 date-time: {str(raw)[:40]!r}")
     return ImportLine(role=record["role"], content=content, created_at=created_at)
 
 
-def iter_lines(stream: IO[str]) -> Iterator[tuple[int, ImportLine]]:
-    for line_number, line in enumerate(stream, start=1):
+def _lines(stream: IO[str] | IO[bytes]) -> Iterator[tuple[int, str]]:
+    """The file's lines, each read with a bound (BUDDY_IMPORT_MESSAGE_BYTES), so one huge line cannot
+    take the memory; a binary stream is decoded line by line, so a bad byte names its line."""
+    limit = settings.BUDDY_IMPORT_MESSAGE_BYTES
+    line_number = 0
+    while True:
+        raw = stream.readline(limit + 1)
+        if not raw:
+            return
+        line_number += 1
+        if isinstance(raw, bytes):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                if len(raw) <= limit:
+                    raise ImportLineError(line_number, f"not UTF-8 text ({exc.reason})") from None
+                line = raw.decode("utf-8", errors="ignore")  # cut mid-character: the size is the error
+        else:
+            line = raw
+        if len(line.rstrip("\r\n").encode("utf-8", errors="surrogatepass")) > limit:
+            raise ImportLineError(line_number, f"longer than {limit:,} bytes (BUDDY_IMPORT_MESSAGE_BYTES)")
+        yield line_number, line
+
+
+def iter_lines(stream: IO[str] | IO[bytes]) -> Iterator[tuple[int, ImportLine]]:
+    for line_number, line in _lines(stream):
         if line.strip():
             yield line_number, parse_line(line_number, line)
 
 
-def history_validate(stream: IO[str], progress: Callable[[int], None] | None = None) -> int:
-    """Validate every line; raises ImportLineError on the first bad one. Returns the message count."""
+@dataclass(frozen=True)
+class Validated:
+    count: int
+    digest: str  # of the messages as parsed: the same history gives the same digest, however formatted
+    first: ImportLine | None
+
+
+def history_validate(stream: IO[str] | IO[bytes], progress: Callable[[int], None] | None = None) -> Validated:
+    """Validate every line; raises ImportLineError on the first bad one."""
     count = 0
-    for count, (line_number, _) in enumerate(iter_lines(stream), start=1):  # noqa: B007
+    digest = hashlib.sha256()
+    first: ImportLine | None = None
+    for count, (line_number, line) in enumerate(iter_lines(stream), start=1):  # noqa: B007
+        first = first or line
+        created_at = line.created_at.isoformat() if line.created_at else None
+        digest.update(dumps_compact([line.role, line.content, created_at]).encode("utf-8"))
+        digest.update(b"\n")
         if progress and line_number % IMPORT_BATCH == 0:
             progress(line_number)
-    return count
+    return Validated(count=count, digest=digest.hexdigest(), first=first)
 
 
-def history_import(*, session: Session, stream: IO[str], progress: Callable[[int], None] | None = None) -> int:
+@transaction.atomic
+def history_import_once(
+    *,
+    user: AbstractBaseUser,
+    agent_slug: str,
+    chat_id: str,
+    stream: IO[str] | IO[bytes],
+    validated: Validated,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[Session, int]:
+    """Import a validated file into the user's chat, creating the chat in the same transaction (a failed
+    import leaves no empty chat). Refuses (ImportRefused) a file with no messages, and a history the
+    chat already holds: the same messages imported before, or the file's first message already there."""
+    if validated.first is None:
+        raise ImportRefused("the file holds no messages")
+    session = session_get_or_create(user=user, agent_slug=agent_slug, chat_id=chat_id)
+    earlier = HistoryImport.objects.filter(session=session, digest=validated.digest).first()
+    if earlier is not None:
+        raise ImportRefused(
+            f"these {earlier.messages:,} messages were already imported into this chat on "
+            f"{earlier.created_at:%Y-%m-%d %H:%M} UTC; importing them again would double them"
+        )
+    first = validated.first
+    if first.created_at is not None and any(
+        content == first.content
+        for content in Message.objects.filter(
+            session=session, created_at=first.created_at, role=first.role
+        ).values_list("content", flat=True)
+    ):
+        raise ImportRefused(
+            "the chat already holds the file's first message (same role, time and content): it was exported "
+            "from this chat or imported into it before; importing it again would double it"
+        )
+    imported = history_import(session=session, stream=stream, progress=progress)
+    if imported != validated.count:
+        raise ImportRefused(
+            f"the file changed while it was imported ({validated.count} lines validated, {imported} read)"
+        )
+    HistoryImport.objects.create(session=session, digest=validated.digest, messages=imported)
+    return session, imported
+
+
+def history_import(
+    *, session: Session, stream: IO[str] | IO[bytes], progress: Callable[[int], None] | None = None
+) -> int:
     """Append every line of an already validated file to the session, in one transaction."""
 
     def messages() -> Iterable[Message]:

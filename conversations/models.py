@@ -206,3 +206,34 @@ class ScheduledRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.schedule_id} @ {self.due_at:%Y-%m-%d %H:%M}"
+
+
+class HistoryImport(models.Model):
+    """One `import_history` into a session: its digest refuses importing the same history twice."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    digest = models.CharField(max_length=64, help_text="SHA-256 of the imported messages as parsed.")
+    messages = models.PositiveIntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "digest"], name="history_import_once")]
+
+    def __str__(self) -> str:
+        return f"{self.messages} messages into {self.session_id} ({self.digest[:12]})"
+
+
+class RateCounter(models.Model):
+    """How often one limited thing (a user's prompts, failed logins of a name or an address) happened in
+    one fixed window of time. Kept in the database so every server process counts together."""
+
+    key = models.CharField(max_length=200)
+    window_start = models.DateTimeField()
+    count = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "window_start"], name="rate_counter_unique_window")]
+        indexes = [models.Index(fields=["window_start"], name="rate_counter_window_start")]
+
+    def __str__(self) -> str:
+        return f"{self.key} @ {self.window_start:%Y-%m-%d %H:%M}: {self.count}"

@@ -14,17 +14,21 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
-from conversations.models import Agent, ScheduledPrompt, ScheduledRun, Session
+from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_problem
+from conversations.models import Agent, Message, ScheduledPrompt, ScheduledRun, Session
 
 logger = logging.getLogger(__name__)
 
 MIN_EVERY_SECONDS = 60
+MAX_EVERY_SECONDS = 10 * 366 * 86400  # ten years: longer is a mistake, and overflows date arithmetic
+MAX_AHEAD = timedelta(days=10 * 366)  # the first run at most this far ahead …
+MAX_BEHIND = timedelta(days=1)  # … and at most this far in the past (a past time runs at once)
 BUSY_RETRIES = 30  # the chat is mid-turn: wait for it, up to this many seconds
 
 SCHEDULE_TOOL: dict[str, Any] = {
@@ -39,7 +43,12 @@ SCHEDULE_TOOL: dict[str, Any] = {
         "properties": {
             "text": {"type": "string", "description": "The prompt to run."},
             "at": {"type": "string", "description": "ISO-8601 date-time of the (first) run; UTC if no offset."},
-            "every_seconds": {"type": "integer", "minimum": MIN_EVERY_SECONDS, "description": "Repeat interval."},
+            "every_seconds": {
+                "type": "integer",
+                "minimum": MIN_EVERY_SECONDS,
+                "maximum": MAX_EVERY_SECONDS,
+                "description": "Repeat interval.",
+            },
         },
         "required": ["text"],
     },
@@ -51,10 +60,19 @@ class ScheduleError(ValueError):
 
 
 def parse_at(value: Any) -> datetime:
-    moment = parse_datetime(value) if isinstance(value, str) else None
+    """An ISO-8601 date-time (UTC when it has no offset), or ScheduleError for anything else —
+    impossible dates (February 30, year 0) and times that exist in no calendar once in UTC included."""
+    example = "an ISO-8601 date-time such as 2026-11-23T08:00:00Z"
+    try:
+        moment = parse_datetime(value) if isinstance(value, str) else None
+        if moment is not None:
+            moment = moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
+            moment = moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise ScheduleError(f"`at` is not a real date-time ({str(value)[:40]!r}); give {example}.") from None
     if moment is None:
-        raise ScheduleError("`at` must be an ISO-8601 date-time such as 2026-11-23T08:00:00Z.")
-    return moment if timezone.is_aware(moment) else timezone.make_aware(moment, UTC)
+        raise ScheduleError(f"`at` must be {example}.")
+    return moment
 
 
 def schedule_create(
@@ -66,27 +84,57 @@ def schedule_create(
     at: datetime | None = None,
     every_seconds: int | None = None,
 ) -> ScheduledPrompt:
+    """Validate and store a schedule; ScheduleError says what is wrong. Preconditions: none — any
+    input (from the model, the command, the admin) is checked here."""
     if not isinstance(text, str) or not text.strip():
         raise ScheduleError("The text of a scheduled prompt must not be empty.")
+    if text_problem(text):
+        raise ScheduleError(f"The text of a scheduled prompt {text_problem(text)}.")
+    if len(text) > settings.BUDDY_SCHEDULE_TEXT_CHARS:
+        limit = settings.BUDDY_SCHEDULE_TEXT_CHARS
+        raise ScheduleError(f"The text of a scheduled prompt is at most {limit} characters.")
     if at is None and every_seconds is None:
         raise ScheduleError("Give a time (`at`), an interval (`every_seconds`), or both.")
     if every_seconds is not None and (
-        isinstance(every_seconds, bool) or not isinstance(every_seconds, int) or every_seconds < MIN_EVERY_SECONDS
+        isinstance(every_seconds, bool)
+        or not isinstance(every_seconds, int)
+        or not MIN_EVERY_SECONDS <= every_seconds <= MAX_EVERY_SECONDS
     ):
-        raise ScheduleError(f"every_seconds must be a whole number of at least {MIN_EVERY_SECONDS}.")
+        raise ScheduleError(
+            f"every_seconds must be a whole number of at least {MIN_EVERY_SECONDS} and at most "
+            f"{MAX_EVERY_SECONDS} (ten years)."
+        )
+    now = timezone.now()
+    if at is not None and not now - MAX_BEHIND <= at <= now + MAX_AHEAD:
+        raise ScheduleError("`at` must be within the next ten years (and not more than a day ago).")
+    active = ScheduledPrompt.objects.filter(user=user, enabled=True).count()
+    if active >= settings.BUDDY_SCHEDULES_PER_USER:
+        raise ScheduleError(
+            f"There are already {active} active schedules, the most one user may have; remove one in the admin first."
+        )
     chat_id = chat_id_or_default(chat_id)
     if not CHAT_ID_RE.match(chat_id):
         raise ScheduleError("chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
     agent = Agent.objects.filter(slug=agent_or_default(agent_slug)).first()
     if agent is None:
         raise ScheduleError(f"No agent {agent_or_default(agent_slug)!r}.")
-    first = at or timezone.now() + timedelta(seconds=every_seconds or 0)
+    first = at or now + timedelta(seconds=every_seconds or 0)
     return ScheduledPrompt.objects.create(
         user=user, agent=agent, chat_id=chat_id, text=text.strip(), next_run_at=first, every_seconds=every_seconds
     )
 
 
 def schedule_from_tool(*, session: Session, tool_input: dict[str, Any]) -> str:
+    """The model's `schedule_prompt` tool: at most BUDDY_SCHEDULES_PER_TURN schedules in one turn."""
+    turn_start = Message.objects.filter(session=session, is_turn_start=True).order_by("-id").first()
+    if turn_start is not None:
+        made = ScheduledPrompt.objects.filter(
+            user=session.user, agent=session.agent, chat_id=session.chat_id, created_at__gte=turn_start.created_at
+        ).count()
+        if made >= settings.BUDDY_SCHEDULES_PER_TURN:
+            raise ScheduleError(
+                f"This turn already made {made} schedules, the most one turn may make; ask the user to confirm more."
+            )
     at = parse_at(tool_input["at"]) if tool_input.get("at") is not None else None
     schedule = schedule_create(
         user=session.user,
@@ -113,7 +161,8 @@ def schedule_claim_due(*, now: datetime | None = None) -> list[ScheduledRun]:
     """Claim every due time that has come; each is claimed by exactly one caller."""
     now = now or timezone.now()
     claimed: list[ScheduledRun] = []
-    due = ScheduledPrompt.objects.filter(enabled=True, next_run_at__lte=now).values_list(
+    # A deactivated user's schedules wait: they run (once) if the user is active again.
+    due = ScheduledPrompt.objects.filter(enabled=True, next_run_at__lte=now, user__is_active=True).values_list(
         "pk", "next_run_at", "every_seconds"
     )
     for pk, due_at, every_seconds in list(due[:500]):
@@ -141,6 +190,9 @@ def scheduled_run_execute(*, run_id: int) -> str:
     if run.status != ScheduledRun.Status.PENDING:
         return run.status
     schedule = run.schedule
+    if not schedule.user.is_active:  # deactivated since the claim
+        ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail="user inactive")
+        return "failed"
     try:
         session = prompt_session(user=schedule.user, agent_slug=schedule.agent.slug, chat_id=schedule.chat_id)
 

@@ -1,9 +1,23 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from ninja import Field, Schema
+from pydantic import AfterValidator
+
+from conversations.content import text_problem
+
+
+def _plain_text(value: str) -> str:
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(f"the text {problem}")
+    return value
+
+
+# Every string the API takes: a lone surrogate or a NUL is invalid input (422) on every backend.
+PlainText = Annotated[str, AfterValidator(_plain_text)]
 
 
 class AgentOut(Schema):
@@ -20,9 +34,9 @@ class ChatOut(Schema):
 
 
 class PromptIn(Schema):
-    text: str = Field(..., description="What the user says.")
-    agent: str | None = Field(None, description="An agent's slug; default `buddy`.")
-    chat_id: str | None = Field(None, description="1–64 characters `[A-Za-z0-9_.:-]`; default `main`.")
+    text: PlainText = Field(..., description="What the user says.")
+    agent: PlainText | None = Field(None, description="An agent's slug; default `buddy`.")
+    chat_id: PlainText | None = Field(None, description="1–64 characters `[A-Za-z0-9_.:-]`; default `main`.")
 
 
 class PromptOut(Schema):
@@ -33,7 +47,11 @@ class PromptOut(Schema):
 
 
 class ErrorOut(Schema):
-    detail: Any
+    """Every error answer of the API."""
+
+    detail: Any = Field(
+        ..., description="Why: a sentence, or for invalid input (422) a list of `{type, loc, msg}`, one per problem."
+    )
 
 
 class HistoryMessageOut(Schema):

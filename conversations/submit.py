@@ -8,7 +8,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError
 
-from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_of
+from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_of, text_problem
+from conversations.limits import prompt_rate_check
 from conversations.models import IdempotencyKey, Message, Session
 from conversations.services import UnknownAgent, session_get_or_create
 from conversations.turn import (
@@ -71,12 +72,16 @@ def prompt_submit(
     record (answer from it, or from the archive)."""
     prompt_check(text)
     if not idempotency_key:
+        prompt_rate_check(user_id=user.pk)  # before the chat is made: a refused prompt creates nothing
         session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
         return _ok(session, turn_run(session=session, text=text))
+    if text_problem(idempotency_key):
+        raise PromptInvalid(f"The Idempotency-Key {text_problem(idempotency_key)}.")
     key = idempotency_key[:255]
     record = IdempotencyKey.objects.filter(user=user, key=key).first()
     if record is not None:
-        return _repeat(record)
+        return _repeat(_same_request(record, text=text, agent_slug=agent_slug, chat_id=chat_id))
+    prompt_rate_check(user_id=user.pk)
     session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
 
     def remember_prompt(prompt: Message) -> None:
@@ -87,13 +92,30 @@ def prompt_submit(
     except IntegrityError:
         # The same key committed first (its turn ended between our look-up and our lease): our
         # prompt was rolled back with the record, so answer as that request did.
-        return _repeat(IdempotencyKey.objects.get(user=user, key=key))
+        record = IdempotencyKey.objects.get(user=user, key=key)
+        return _repeat(_same_request(record, text=text, agent_slug=agent_slug, chat_id=chat_id))
     except TurnError as exc:
         if exc.status == 502:  # the prompt is archived; the first answer is this failure
             _store(user, key, Answer(502, {"detail": str(exc)}))
         raise
     _store(user, key, answer)
     return answer
+
+
+def _same_request(record: IdempotencyKey, *, text: str, agent_slug: str | None, chat_id: str | None) -> IdempotencyKey:
+    """The record of a repeated key, if the request is the same one (text, agent and chat); a key reused
+    for another request is invalid input, never an answer to a request it was not."""
+    session, prompt = record.session, record.prompt
+    same = (
+        session is not None
+        and prompt is not None
+        and session.agent.slug == agent_or_default(agent_slug)
+        and session.chat_id == chat_id_or_default(chat_id)
+        and text_of(prompt.content) == text
+    )
+    if not same:
+        raise PromptInvalid("This Idempotency-Key was used for a different request (another text, agent or chat).")
+    return record
 
 
 def _store(user: AbstractBaseUser, key: str, answer: Answer) -> None:

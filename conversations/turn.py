@@ -22,7 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from canvas.push import push_frame, push_frame_on_commit
-from conversations.content import estimate_tokens, text_of
+from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.prompt import model_for, request_build
@@ -70,6 +70,9 @@ def prompt_check(text: str) -> None:
     """Refuse a prompt before anything is archived (contract §3: 413 and 422 are not archived)."""
     if not isinstance(text, str) or not text.strip():
         raise PromptInvalid("The prompt is empty.")
+    problem = text_problem(text)
+    if problem:
+        raise PromptInvalid(f"The prompt {problem}.")
     tokens = estimate_tokens([{"type": "text", "text": text}])
     if tokens > settings.BUDDY_MAX_PROMPT_TOKENS:
         raise PromptTooLarge(
@@ -215,7 +218,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
     tool_rounds = 0
 
     def on_text(chunk: str) -> None:
-        push_frame(session, {"type": "assistant_delta", "text": chunk})
+        push_frame(session, {"type": "assistant_delta", "text": json_text_cleaned(chunk)})
 
     while True:
         if stopper(now_or_never=True):  # between model calls, always look
@@ -262,8 +265,10 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
 
 def _archivable(reply: ModelReply) -> list[dict]:
     """What of a reply may be archived: no empty text blocks; when cut short, text only (a tool_use
-    that was still streaming is incomplete and was never run)."""
-    blocks = [b for b in reply.content if not (b.get("type") == "text" and not b.get("text", "").strip())]
+    that was still streaming is incomplete and was never run); no NUL or lone surrogate, which no
+    database stores (a model can be made to write them, e.g. in a tool's input)."""
+    content = json_text_cleaned(reply.content)
+    blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text", "").strip())]
     if reply.stopped_early:
         blocks = [b for b in blocks if b.get("type") == "text"]
     for block in blocks:  # the SDK adds fields the API does not accept back (e.g. citations=None)

@@ -3,17 +3,20 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
+from conversations.schemas import ErrorOut
 from conversations.selectors import session_get
-from memory.schemas import ChatIn, ErrorOut, SearchIn, SearchOut, SearchResultOut, StatsOut
+from memory.schemas import ChatIn, SearchIn, SearchOut, SearchResultOut, StatsOut
 from memory.search import search_history
 from memory.stats import memory_stats
 
 router = Router(tags=["memory"])
 
+ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+
 
 @router.get(
     "/memory/search",
-    response={200: SearchOut, 404: ErrorOut},
+    response={200: SearchOut, **ERRORS},
     summary="Search this chat's history",
     description="Messages of one chat matching a natural-language query, best first (higher `score` is "
     "better). `snippet` is plain text with the matched words between `[` and `]`.",
@@ -34,7 +37,7 @@ def memory_search(request: HttpRequest, params: Query[SearchIn]):
 
 @router.get(
     "/memory/stats",
-    response={200: StatsOut, 404: ErrorOut},
+    response={200: StatsOut, **ERRORS},
     summary="What this chat's memory holds",
     description="The archive, the window the next model call would get, the latest summary, the canvas "
     "and the token usage of every model call of the chat.",

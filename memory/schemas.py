@@ -5,12 +5,13 @@ from datetime import datetime
 from ninja import Field, Schema
 
 from conversations.content import CHAT_ID_RE
+from conversations.schemas import PlainText
 
 
 class SearchIn(Schema):
     q: str = Field("", description="A natural-language query; any text is accepted.")
     chat_id: str | None = Field(None, pattern=CHAT_ID_RE.pattern.replace("{1,64}", "{0,64}"))
-    agent: str | None = Field(None, max_length=64)
+    agent: PlainText | None = Field(None, max_length=64)
     limit: int = Field(5, ge=1, le=50)
 
 
@@ -26,13 +27,9 @@ class SearchOut(Schema):
     results: list[SearchResultOut]
 
 
-class ErrorOut(Schema):
-    detail: str
-
-
 class ChatIn(Schema):
     chat_id: str | None = Field(None, pattern=CHAT_ID_RE.pattern.replace("{1,64}", "{0,64}"))
-    agent: str | None = Field(None, max_length=64)
+    agent: PlainText | None = Field(None, max_length=64)
 
 
 class SummaryOut(Schema):

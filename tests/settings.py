@@ -20,6 +20,8 @@ if not os.environ.get("BUDDY_TEST_ENVIRONMENT"):
     os.environ["BUDDY_SUMMARIES"] = "off"
     # Lexical search only, unless a test turns semantic search on (tests/memory/test_semantic.py).
     os.environ["BUDDY_SEMANTIC_SEARCH"] = "off"
+    # The suite sends prompts faster than a person; tests/conversations/test_limits.py sets its own limit.
+    os.environ["BUDDY_PROMPTS_PER_MINUTE"] = "1000"
     os.environ["BUDDY_TASKS_SYNC"] = "1"  # tasks run inline in the tests; test_tasks runs a real worker
     # A per-run prefix, so runs sharing one Redis never see each other's messages.
     os.environ["BUDDY_CHANNEL_PREFIX"] = f"buddy-test-{uuid.uuid4().hex[:8]}"
@@ -30,3 +32,7 @@ from buddy.settings import *  # noqa: E402, F403
 
 # PBKDF2 costs ~0.5 s per user created; the tests are about conversations, not password storage.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Static files from the finders, with no collectstatic: also in the server processes tests start, where
+# DEBUG is off as in production.
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405

@@ -223,6 +223,30 @@ INVALID_REQUESTS = {
         },
         "A maximum of 4 blocks with cache_control may be provided. Found 5.",
     ),
+    "cache_control of an unknown type": (
+        {"messages": [user("a", cache_control={"type": "forever"})]},
+        "cache_control.type: Input should be 'ephemeral'",
+    ),
+    "an image in an assistant message": (
+        {
+            "messages": [
+                user("show me"),
+                {"role": "assistant", "content": [{"type": "image", "source": {"type": "base64", "data": "x"}}]},
+                user("thanks"),
+            ]
+        },
+        "'image' blocks are not allowed in assistant messages",
+    ),
+    "a tool_use id with spaces": (
+        {
+            "messages": [
+                user("draw"),
+                {"role": "assistant", "content": [tool_use("tool use 1")]},
+                {"role": "user", "content": [tool_result("tool use 1")]},
+            ]
+        },
+        "id: String should match pattern",
+    ),
     "missing max_tokens": ({"max_tokens": None, "messages": [user("hi")]}, "max_tokens: Field required"),
     "missing model": ({"model": None, "messages": [user("hi")]}, "model: Field required"),
     "trailing whitespace in a prefill": (

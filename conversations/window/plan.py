@@ -45,7 +45,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from conversations.content import Block, dumps_compact, estimate_tokens
+from conversations.content import BLOCK_TYPES_BY_ROLE, TOOL_USE_ID_RE, Block, dumps_compact, estimate_tokens
 from conversations.window.blocks import (
     EMPTY_REPLY,
     EMPTY_USER_MESSAGE,
@@ -195,14 +195,22 @@ class Renderer:
         for block in content:
             if not isinstance(block, dict):
                 continue
+            block = _without_cache_control(block)
             if needs_shortening:
                 block = shorten_block(block, cap_tokens=self.cap, message_id=row.id)
             kind = block.get("type")
             if kind == "text" and is_blank_text(block):
                 continue
-            if kind == "tool_use":
+            if kind not in BLOCK_TYPES_BY_ROLE[row.role] and kind not in {"tool_use", "tool_result"}:
+                block = text_block(f"[{str(kind)[:40]} block not sent: not allowed in a {row.role} message]")
+            elif kind == "tool_use":
                 tool_id = block.get("id")
-                if row.role != ASSISTANT or not isinstance(tool_id, str) or tool_id in seen_tool_ids:
+                if (
+                    row.role != ASSISTANT
+                    or not isinstance(tool_id, str)
+                    or not TOOL_USE_ID_RE.match(tool_id)
+                    or tool_id in seen_tool_ids
+                ):
                     block = text_block(f"[tool call {tool_id} ({block.get('name')}) not sent: invalid here]")
                 else:
                     seen_tool_ids.add(tool_id)
@@ -336,6 +344,22 @@ class _Walk:
         messages = [message for part in parts for message in part.messages]
         ids = [message_id for part in parts for message_id in part.message_ids]
         return messages, ids, sum(part.tokens for part in parts)
+
+
+def _without_cache_control(block: Block) -> Block:
+    """The block without `cache_control`, also inside a tool_result (the block itself when it has none).
+    Buddy places the breakpoints itself; one stored in the archive (an import) could be a fifth."""
+    inner = block.get("content")
+    inner_marked = isinstance(inner, list) and any(isinstance(item, dict) and "cache_control" in item for item in inner)
+    if "cache_control" not in block and not inner_marked:
+        return block
+    block = {key: value for key, value in block.items() if key != "cache_control"}
+    if inner_marked:
+        block["content"] = [
+            {key: value for key, value in item.items() if key != "cache_control"} if isinstance(item, dict) else item
+            for item in inner
+        ]
+    return block
 
 
 def _fits(cost: tuple[int, int] | None, max_tokens: int, max_rows: int) -> bool:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from canvas.models import CanvasState
 from conversations.models import Message, ScheduledPrompt, ScheduledRun, Session
 from conversations.schedules import (
+    ScheduleError,
     schedule_claim_due,
     schedule_create,
     scheduled_run_execute,
@@ -161,6 +162,7 @@ def test_check_deploy_passes_with_production_settings():
     env = {
         "PATH": "/usr/bin:/bin",
         "DJANGO_DEBUG": "0",
+        "DJANGO_HTTPS": "1",
         "DJANGO_SECRET_KEY": "k3y-" + "".join(chr(97 + (i * 7) % 26) for i in range(60)),
         "DJANGO_ALLOWED_HOSTS": "buddy.example.com",
         "BUDDY_VAR_DIR": str(ROOT / "var"),
@@ -175,3 +177,111 @@ def test_check_deploy_passes_with_production_settings():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("tool_input", "reason"),
+    [
+        ({"text": "x", "at": "2026-02-30T08:00:00Z"}, "not a real date-time"),
+        ({"text": "x", "at": "0000-01-01T00:00:00Z"}, "not a real date-time"),
+        ({"text": "x", "at": "9999-12-31T23:00:00-05:00"}, "not a real date-time"),
+        ({"text": "x", "at": "2999-01-01T00:00:00Z"}, "within the next ten years"),
+        ({"text": "x", "every_seconds": 10**30}, "at most 316224000"),
+        ({"text": "x", "every_seconds": 1e30}, "at most 316224000"),
+        ({"text": "x" * 5000, "every_seconds": 3600}, "at most 4000 characters"),
+    ],
+)
+def test_impossible_times_intervals_and_texts_from_the_model_are_error_results(
+    fake_anthropic, session, tool_input, reason
+):
+    from conversations.turn import turn_run
+
+    fake_anthropic.queue_tool_call("schedule_prompt", tool_input)
+    turn_run(session=session, text="schedule it")
+    result = Message.objects.order_by("id")[2].content[0]
+    assert result["is_error"] is True and reason in result["content"], result
+    assert not ScheduledPrompt.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_one_turn_makes_at_most_the_schedules_per_turn_limit(fake_anthropic, session, settings):
+    from conversations.turn import turn_run
+
+    settings.BUDDY_SCHEDULES_PER_TURN = 3
+    calls = [
+        {
+            "type": "tool_use",
+            "id": f"toolu_{i}",
+            "name": "schedule_prompt",
+            "input": {"text": f"n{i}", "every_seconds": 60},
+        }
+        for i in range(100)
+    ]
+    fake_anthropic.queue_reply(calls)
+    fake_anthropic.queue_text("done")
+    turn_run(session=session, text="remind me of 100 things every minute")
+    assert ScheduledPrompt.objects.count() == 3
+    results = Message.objects.order_by("id")[2].content
+    assert sum(1 for r in results if r.get("is_error")) == 97
+    assert "the most one turn may make" in results[-1]["content"]
+    fake_anthropic.queue_tool_call("schedule_prompt", {"text": "next turn", "every_seconds": 60})
+    turn_run(session=session, text="one more")  # a new turn has its own allowance
+    assert ScheduledPrompt.objects.count() == 4
+
+
+@pytest.mark.django_db
+def test_a_user_has_at_most_the_schedules_per_user_limit(user, settings):
+    settings.BUDDY_SCHEDULES_PER_USER = 2
+    for text in ("a", "b"):
+        schedule_create(user=user, text=text, every_seconds=60)
+    with pytest.raises(ScheduleError, match="already 2 active schedules"):
+        schedule_create(user=user, text="c", every_seconds=60)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("text", ["x\ud800y", "a\x00b"])
+def test_schedule_text_that_is_not_valid_unicode_or_holds_nul_is_refused(user, text):
+    with pytest.raises(ScheduleError, match="NUL|not valid Unicode"):
+        schedule_create(user=user, text=text, every_seconds=60)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (["--at", "2026-02-30T08:00:00Z"], "not a real date-time"),
+        (["--at", "0000-01-01T00:00:00Z"], "not a real date-time"),
+        (["--at", "9999-12-31T23:00:00-05:00"], "not a real date-time"),
+        (["--every", str(10**20)], "at most 316224000"),
+    ],
+)
+def test_the_command_refuses_the_same_times_with_a_clear_error(user, args, reason):
+    with pytest.raises(CommandError, match=reason):
+        call_command("schedule_prompt", "x", "--user", "alice", *args)
+    assert not ScheduledPrompt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_deactivated_users_schedules_do_not_run(user, settings):
+    settings.BUDDY_LLM = "offline"
+    schedule_create(user=user, text="still here?", at=timezone.now() - timedelta(seconds=1))
+    user.is_active = False
+    user.save()
+    assert schedules_run_due() == 0
+    assert not Message.objects.exists()
+    user.is_active = True
+    user.save()
+    assert schedules_run_due() == 1  # active again: the missed time runs once
+    assert Message.objects.filter(role="user").count() == 1
+
+
+@pytest.mark.django_db
+def test_a_run_claimed_before_its_user_was_deactivated_does_not_run(user, settings):
+    settings.BUDDY_LLM = "offline"
+    schedule_create(user=user, text="still here?", at=timezone.now() - timedelta(seconds=1))
+    [run] = schedule_claim_due()
+    user.is_active = False
+    user.save()
+    assert scheduled_run_execute(run_id=run.pk) == "failed"
+    assert not Message.objects.exists()

@@ -7,15 +7,16 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from conversations.content import CHAT_ID_RE, DEFAULT_AGENT, DEFAULT_CHAT_ID
-from conversations.history_io import ImportLineError, history_import, history_validate
-from conversations.services import UnknownAgent, session_get_or_create
+from conversations.history_io import ImportLineError, ImportRefused, history_import_once, history_validate
+from conversations.services import UnknownAgent
 from memory import semantic
 
 
 class Command(BaseCommand):
     help = (
         "Append a JSON Lines history ({role, content, created_at?} per line) to a user's chat. Every line is "
-        "validated first; then all are imported in one transaction, or none."
+        "validated first; then all are imported in one transaction, or none. The same history is never "
+        "imported twice into one chat."
     )
 
     def add_arguments(self, parser):
@@ -40,22 +41,24 @@ class Command(BaseCommand):
             return lambda line: self.stderr.write(f"\r{stage}: line {line:,}", ending="")
 
         try:
-            with file.open(encoding="utf-8") as stream:
-                count = history_validate(stream, progress("validating"))
-        except ImportLineError as exc:
-            raise CommandError(f"{file}: {exc}. Nothing was imported.") from exc
-        except UnicodeDecodeError as exc:
-            raise CommandError(f"{file}: not UTF-8 text ({exc.reason}). Nothing was imported.") from exc
-        try:
-            session = session_get_or_create(user=owner, agent_slug=agent, chat_id=chat_id)
-        except UnknownAgent as exc:
-            raise CommandError(f"No agent {agent!r} (see create_agent).") from exc
-        with file.open(encoding="utf-8") as stream:
-            imported = history_import(session=session, stream=stream, progress=progress("importing"))
-        if tty:
-            self.stderr.write("")
-        if imported != count:
-            raise CommandError(f"{file} changed while it was imported ({count} lines validated, {imported} imported).")
+            with file.open("rb") as stream:
+                validated = history_validate(stream, progress("validating"))
+            with file.open("rb") as stream:
+                session, imported = history_import_once(
+                    user=owner,
+                    agent_slug=agent,
+                    chat_id=chat_id,
+                    stream=stream,
+                    validated=validated,
+                    progress=progress("importing"),
+                )
+        except (ImportLineError, ImportRefused) as exc:
+            raise CommandError(f"{file}: {exc}. Nothing was imported.") from None
+        except UnknownAgent:
+            raise CommandError(f"No agent {agent!r} (see create_agent). Nothing was imported.") from None
+        finally:
+            if tty:
+                self.stderr.write("")
         self.stdout.write(f"Imported {imported:,} message(s) into {user}/{agent}/{chat_id}.")
         if semantic.enabled():
             semantic.vectors_schedule(session_id=session.pk)

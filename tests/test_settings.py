@@ -1,0 +1,80 @@
+"""What `make run` serves with when nothing is configured: DEBUG off, a secret key of its own."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.servers import ROOT, daphne
+
+PRINT_SETTINGS = "from django.conf import settings; print(settings.DEBUG); print(settings.SECRET_KEY)"
+
+
+def settings_of_a_fresh_start(var_dir) -> tuple[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "BUDDY_VAR_DIR": str(var_dir),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {PRINT_SETTINGS}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    debug, key = result.stdout.split()
+    return debug, key
+
+
+def test_debug_is_off_and_the_secret_key_is_generated_once_and_kept_private(tmp_path):
+    debug, key = settings_of_a_fresh_start(tmp_path)
+    assert debug == "False"
+    assert len(key) >= 50 and "insecure" not in key
+    key_file = tmp_path / "secret_key"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert key_file.read_text().strip() == key
+    assert settings_of_a_fresh_start(tmp_path) == ("False", key)  # the next start keeps it: sessions survive
+    assert settings_of_a_fresh_start(tmp_path / "elsewhere")[1] != key  # never a fixed value
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_bad_host_gets_a_short_400_not_a_debug_page():
+    with daphne() as url:
+        request = urllib.request.Request(f"{url}/admin/", headers={"Host": "evil.example"})
+        with pytest.raises(urllib.error.HTTPError) as answer:
+            urllib.request.urlopen(request, timeout=10)
+    body = answer.value.read()
+    assert answer.value.code == 400
+    assert len(body) < 1000 and b"Traceback" not in body and b"DisallowedHost" not in body
+
+
+@pytest.mark.parametrize("debug", ["0", "1"])
+def test_a_forbidden_admin_page_logs_one_traceback(tmp_path, debug):
+    """Django's own console handler (under DEBUG) and the root's printed each django.* record twice."""
+    log_a_403 = (
+        "import django, logging; django.setup()\n"
+        "from django.core.exceptions import PermissionDenied\n"
+        "try:\n    raise PermissionDenied\n"
+        "except PermissionDenied:\n"
+        "    logging.getLogger('django.request').warning('Forbidden (Permission denied): /admin/', exc_info=True)\n"
+    )
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "DJANGO_SETTINGS_MODULE": "buddy.settings",
+        "BUDDY_VAR_DIR": str(tmp_path),
+        "DJANGO_DEBUG": debug,
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", log_a_403], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("Traceback") == 1, result.stderr
