@@ -4,8 +4,8 @@ The socket is always the connecting user's: the query names one of *their* chats
 group (named by user, agent and chat id, so a chat created after the socket opened still reaches it)
 and the user's group (logout closes every socket of the user).
 
-Handshake: an anonymous user is refused (HTTP 403, as is a foreign Origin, by
-AllowedHostsOriginValidator in buddy/asgi.py). An invalid `chat_id` or an unknown `agent` in the query
+Handshake: an anonymous user is refused (HTTP 403, as is an Origin other than the server's own
+scheme, host and port or a trusted one, by buddy.origins). An invalid `chat_id` or an unknown `agent` in the query
 is accepted only to send one `error` frame (`invalid_chat_id` / `unknown_agent`) and then closed with
 code 4400 / 4404, so a client can tell the user why.
 

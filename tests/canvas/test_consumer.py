@@ -35,8 +35,13 @@ def login_cookie(user) -> str:
     return client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
-def communicator(cookie: str | None, query: str = "", origin: str | None = "http://testserver"):
-    headers = [(b"host", b"testserver")]
+def communicator(
+    cookie: str | None,
+    query: str = "",
+    origin: str | None = "http://testserver",
+    extra_headers: list[tuple[bytes, bytes]] = (),
+):
+    headers = [(b"host", b"testserver"), *extra_headers]
     if origin is not None:
         headers.append((b"origin", origin.encode()))
     if cookie is not None:
@@ -105,6 +110,48 @@ async def test_refused_with_a_foreign_or_missing_origin(user):
         socket = communicator(cookie, origin=origin)
         connected, _ = await socket.connect(timeout=10)
         assert not connected
+        await socket.disconnect()
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://testserver:8080",  # another port of the same host
+        "https://testserver",  # another scheme (and port)
+        "http://testserver.evil.example",
+        "http://user@testserver",
+        "null",
+    ],
+)
+async def test_refused_from_another_port_or_scheme_of_the_same_host(user, origin):
+    socket = communicator(await login_cookie(user), origin=origin)
+    connected, _ = await socket.connect(timeout=10)
+    assert not connected
+    await socket.disconnect()
+
+
+async def test_accepted_from_the_own_origin_or_a_trusted_one(user, settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://app.example.com", "https://*.corp.example"]
+    cookie = await login_cookie(user)
+    for origin in ("http://testserver", "http://TestServer:80", "https://app.example.com", "https://a.corp.example"):
+        socket = communicator(cookie, origin=origin)
+        connected, _ = await socket.connect(timeout=10)
+        assert connected, origin
+        await socket.disconnect()
+    socket = communicator(cookie, origin="http://app.example.com")  # trusted for https only
+    connected, _ = await socket.connect(timeout=10)
+    assert not connected
+    await socket.disconnect()
+
+
+async def test_behind_a_tls_proxy_the_own_origin_is_https(user, settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    cookie = await login_cookie(user)
+    proxied = [(b"x-forwarded-proto", b"https")]
+    for origin, allowed in (("https://testserver", True), ("http://testserver", False)):
+        socket = communicator(cookie, origin=origin, extra_headers=proxied)
+        connected, _ = await socket.connect(timeout=10)
+        assert connected is allowed, origin
         await socket.disconnect()
 
 
