@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
@@ -31,6 +32,7 @@ from urllib.parse import parse_qs
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 from django.db import close_old_connections
 
 from canvas.elements import CanvasCommandError
@@ -121,6 +123,38 @@ def _agent_frame(agent: Agent) -> dict[str, Any]:
     return {"id": agent.slug, "name": agent.name, "avatar": agent.avatar}
 
 
+# A lone surrogate is not Unicode text: a JSON escape such as "\\ud800", or invalid UTF-8 that the
+# transport passed on as surrogate escapes (buddy.daphne_server). Neither can be stored or encoded.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(value: str) -> None:
+    if _SURROGATE_RE.search(value):
+        raise FrameError("invalid_unicode", "the frame holds text that is not valid Unicode (a lone surrogate)")
+    if "\x00" in value:
+        raise FrameError("nul_character", "the frame holds a NUL character, which text may not contain")
+
+
+def _check_content(content: Any) -> None:
+    """Every string (keys too) is valid Unicode without NUL; nesting stays within BUDDY_WS_MAX_DEPTH.
+    Iterative, so no frame can exhaust the stack."""
+    max_depth = settings.BUDDY_WS_MAX_DEPTH
+    pending: list[tuple[Any, int]] = [(content, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, str):
+            _check_text(value)
+        elif isinstance(value, dict | list):
+            if depth > max_depth:
+                raise FrameError("too_deep", f"a frame nests arrays and objects at most {max_depth} deep")
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    _check_text(key)
+                    pending.append((item, depth + 1))
+            else:
+                pending.extend((item, depth + 1) for item in value)
+
+
 def _string_field(content: dict[str, Any], name: str, *, required: bool = True) -> str:
     value = content.get(name)
     if value is None and not required:
@@ -143,6 +177,12 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.turn_tasks: set[asyncio.Task] = set()
+        # At most one replay runs per socket, and replays are BUDDY_WS_REPLAY_INTERVAL apart: requests
+        # that arrive meanwhile become one more replay.
+        self.replay_task: asyncio.Task | None = None
+        self.replay_wanted = False
+        self.replays_answered = asyncio.Event()  # no replay is waiting to be sent
+        self.replays_answered.set()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -214,6 +254,11 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             return  # refused in connect() and closing: nothing to answer
         try:
             content = self._parse(text_data, bytes_data)
+            if content["type"] == "replay":
+                self.request_replay()
+                return
+            # Answers keep the order of the requests: what follows a replay comes after it.
+            await self.replays_answered.wait()
             handler_name = self.frame_handlers.get(content["type"])
             if handler_name is None:
                 raise FrameError(
@@ -228,12 +273,17 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
         if text_data is None:
             raise FrameError("binary_frame", "frames must be JSON text, not binary")
-        if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8")) > MAX_FRAME_BYTES:
+        # surrogatepass: a lone surrogate is counted here and refused by _check_content.
+        if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
             raise FrameError("frame_too_large", f"a frame is at most {MAX_FRAME_BYTES} bytes")
         try:
             content = json.loads(text_data)
+        except RecursionError:
+            depth = settings.BUDDY_WS_MAX_DEPTH
+            raise FrameError("too_deep", f"a frame nests arrays and objects at most {depth} deep") from None
         except ValueError:
             raise FrameError("invalid_json", "the frame is not valid JSON") from None
+        _check_content(content)
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             raise FrameError("invalid_frame", 'a frame is a JSON object with a string "type"')
         return content
@@ -247,8 +297,26 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     async def on_cancel(self, content: dict[str, Any]) -> None:
         await self.cancel_turn()
 
-    async def on_replay(self, content: dict[str, Any]) -> None:
-        await self.send_replay()
+    def request_replay(self) -> None:
+        """Replay the canvas, coalescing: a client that asks again and again without reading gets
+        one replay now and one for all the requests made in the next BUDDY_WS_REPLAY_INTERVAL
+        seconds, never one per request (each may be 800 KB the server would have to buffer)."""
+        self.replay_wanted = True
+        self.replays_answered.clear()
+        if self.replay_task is None:
+            self.replay_task = asyncio.create_task(self._replay_while_wanted())
+
+    async def _replay_while_wanted(self) -> None:
+        try:
+            while self.replay_wanted:
+                self.replay_wanted = False
+                await self.send_replay()
+                if not self.replay_wanted:
+                    self.replays_answered.set()
+                await asyncio.sleep(settings.BUDDY_WS_REPLAY_INTERVAL)
+        finally:
+            self.replay_task = None
+            self.replays_answered.set()
 
     async def on_switch_agent(self, content: dict[str, Any]) -> None:
         slug = agent_or_default(_string_field(content, "agent", required=False))
@@ -275,7 +343,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     frame_handlers = {
         "prompt": "on_prompt",
         "cancel": "on_cancel",
-        "replay": "on_replay",
+        "replay": "request_replay",  # handled in receive(), before this table
         "switch_agent": "on_switch_agent",
         "confirmation_response": "on_confirmation_response",
     }
