@@ -22,10 +22,12 @@ Frames the client must know about beyond contract §6:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
@@ -68,6 +70,15 @@ class FrameError(Exception):
         super().__init__(detail)
         self.code = code
         self.detail = detail
+
+
+@functools.cache
+def turn_executor() -> ThreadPoolExecutor:
+    """The threads WebSocket turns run on. A turn waits on the model for seconds; on the loop's default
+    pool (a handful of threads on a small machine, shared with every replay and database call of
+    every socket) a few slow model calls would stall every socket. When all BUDDY_TURN_THREADS are
+    busy, a turn waits for one."""
+    return ThreadPoolExecutor(max_workers=settings.BUDDY_TURN_THREADS, thread_name_prefix="buddy-turn")
 
 
 def _socket_turn(user: Any, agent_slug: str, chat_id: str, text: str) -> None:
@@ -361,7 +372,9 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
 
     async def _turn(self, text: str) -> None:
         try:
-            await sync_to_async(_socket_turn, thread_sensitive=False)(self.user, self.agent.slug, self.chat_id, text)
+            await sync_to_async(_socket_turn, thread_sensitive=False, executor=turn_executor())(
+                self.user, self.agent.slug, self.chat_id, text
+            )
         except ModelFailed:
             pass  # the turn already told every socket of the chat
         except TurnError as error:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
@@ -145,3 +147,26 @@ async def test_the_socket_keeps_working_after_a_turn_task_finished(user, agent):
             frames = await frames_until(tab, "assistant_message")
             assert frames[-1]["text"].endswith(text)
         await asyncio.sleep(0)
+
+
+async def test_slow_model_calls_do_not_starve_a_new_sockets_replay(user, agent, fake_anthropic, settings):
+    """Turns run on their own threads: eight slow model calls in flight (more than the default thread
+    pool holds on a small machine) leave the threads that serve replays free."""
+    settings.BUDDY_LLM_RETRIES = 0
+    fake_anthropic.delay_stream(0.4)
+    cookie = await login_cookie(user)
+    async with AsyncExitStack() as stack:
+        tabs = [await stack.enter_async_context(opened(cookie, f"?chat_id=slow{index}")) for index in range(8)]
+        for tab in tabs:
+            await tab.receive_json_from(timeout=10)  # the connect replay
+            await tab.send_json_to({"type": "prompt", "text": "take your time"})
+        await asyncio.sleep(0.5)  # every turn is streaming, or waiting for a thread
+        started = time.monotonic()
+        async with opened(cookie, "?chat_id=fresh") as fresh:
+            frame = await fresh.receive_json_from(timeout=10)
+            waited = time.monotonic() - started
+        assert frame["command"] == "canvas_set_mode"
+        assert waited < 1.0, f"a new socket's replay waited {waited:.2f} s behind the turns"
+        fake_anthropic.delay_stream(0)
+        for tab in tabs:
+            await frames_until(tab, "assistant_message", timeout=60)
