@@ -35,7 +35,9 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
+from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.db import close_old_connections
+from django.utils.crypto import constant_time_compare
 
 from canvas.elements import CanvasCommandError
 from canvas.limits import MAX_FRAME_BYTES
@@ -81,8 +83,28 @@ def turn_executor() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=settings.BUDDY_TURN_THREADS, thread_name_prefix="buddy-turn")
 
 
-def _socket_turn(user: Any, agent_slug: str, chat_id: str, text: str) -> None:
+class LoginNoLongerValid(TurnError):
+    code, status = "logged_out", 401
+
+    def __init__(self) -> None:
+        super().__init__("This login is no longer valid (logged out, password changed or user deactivated).")
+
+
+def _login_still_valid(user: Any, django_session: Any) -> bool:
+    """The socket's login as a request would check it now: the user is active and the session's
+    password hash is still the user's. The close a password change or deactivation sends is best
+    effort; this check is not."""
+    current = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
+    if current is None:
+        return False
+    session_hash = django_session.get(HASH_SESSION_KEY) if django_session is not None else None
+    return not session_hash or constant_time_compare(session_hash, current.get_session_auth_hash())
+
+
+def _socket_turn(user: Any, django_session: Any, agent_slug: str, chat_id: str, text: str) -> None:
     try:
+        if not _login_still_valid(user, django_session):
+            raise LoginNoLongerValid()
         session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
         turn_run(session=session, text=text)
     finally:
@@ -373,10 +395,13 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     async def _turn(self, text: str) -> None:
         try:
             await sync_to_async(_socket_turn, thread_sensitive=False, executor=turn_executor())(
-                self.user, self.agent.slug, self.chat_id, text
+                self.user, self.scope.get("session"), self.agent.slug, self.chat_id, text
             )
         except ModelFailed:
             pass  # the turn already told every socket of the chat
+        except LoginNoLongerValid as error:
+            await self.send_error(error.code, str(error))
+            await self.close(code=CLOSE_LOGGED_OUT)
         except TurnError as error:
             await self.send_error(error.code, str(error))
         except Exception:

@@ -113,7 +113,8 @@ def schedule_claim_due(*, now: datetime | None = None) -> list[ScheduledRun]:
     """Claim every due time that has come; each is claimed by exactly one caller."""
     now = now or timezone.now()
     claimed: list[ScheduledRun] = []
-    due = ScheduledPrompt.objects.filter(enabled=True, next_run_at__lte=now).values_list(
+    # A deactivated user's schedules wait, unclaimed, until the user is active again.
+    due = ScheduledPrompt.objects.filter(enabled=True, next_run_at__lte=now, user__is_active=True).values_list(
         "pk", "next_run_at", "every_seconds"
     )
     for pk, due_at, every_seconds in list(due[:500]):
@@ -141,6 +142,9 @@ def scheduled_run_execute(*, run_id: int) -> str:
     if run.status != ScheduledRun.Status.PENDING:
         return run.status
     schedule = run.schedule
+    if not schedule.user.is_active:  # deactivated after the claim
+        ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail="the user is inactive")
+        return "failed"
     try:
         session = prompt_session(user=schedule.user, agent_slug=schedule.agent.slug, chat_id=schedule.chat_id)
 
