@@ -72,6 +72,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "buddy.csp.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "buddy.urls"
