@@ -236,6 +236,10 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         # The chat's group is joined before its state is read, so no change between the read and the
         # join is missed; a frame already included in the replay comes after it, with a version the
         # client already has.
+        if "\x00" in agent_slug:  # no agent has one, and PostgreSQL cannot even compare it
+            await self.send_error("unknown_agent", "there is no agent with a NUL character in its name")
+            await self.close(code=CLOSE_UNKNOWN_AGENT)
+            return
         hint = _agent_id_hints.get(agent_slug)
         if hint is not None:
             await self._join_chat_group(hint)

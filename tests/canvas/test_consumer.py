@@ -161,6 +161,8 @@ async def test_behind_a_tls_proxy_the_own_origin_is_https(user, settings):
         ("?chat_id=no%20spaces", "invalid_chat_id", 4400),
         ("?chat_id=" + "x" * 65, "invalid_chat_id", 4400),
         ("?agent=nobody", "unknown_agent", 4404),
+        ("?agent=x%00y", "unknown_agent", 4404),
+        ("?chat_id=x%00y", "invalid_chat_id", 4400),
     ],
 )
 async def test_an_invalid_query_gets_an_error_frame_then_a_close(user, agent, query, code, close_code):
