@@ -9,6 +9,10 @@ scheme, host and port or a trusted one, by buddy.origins). An invalid `chat_id` 
 is accepted only to send one `error` frame (`invalid_chat_id` / `unknown_agent`) and then closed with
 code 4400 / 4404, so a client can tell the user why.
 
+Error codes of bad frames (the socket stays open): frame_too_large, binary_frame, invalid_json,
+invalid_unicode, nul_character, too_deep, invalid_frame, unknown_type, invalid_field; a socket whose
+login was revoked answers a prompt with logged_out and closes with 4401.
+
 Frames the client must know about beyond contract §6:
 - `canvas_update_card` carries the element's complete fields after the change: replace the element
   with that id, keeping its position. A confirmation answered carries `answered`: "confirmed" or
