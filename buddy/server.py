@@ -60,6 +60,7 @@ class _WriteBacklog:
 class BoundedWebSocketProtocol(WebSocketProtocol):
     write_backlogged = False
     bytes_over_buffer = 0
+    dropped = False
     message_bytes = 0
 
     def onOpen(self) -> None:  # noqa: N802
@@ -97,13 +98,14 @@ class BoundedWebSocketProtocol(WebSocketProtocol):
             self.bytes_over_buffer += len(content.encode("utf-8") if isinstance(content, str) else content)
             limit = _settings().BUDDY_WS_SEND_BUFFER_BYTES
             if self.bytes_over_buffer > limit:
-                if not self.muted:
+                if not self.dropped:
                     logger.warning(
                         "dropped WebSocket %s: its client read nothing while more than %d bytes waited for it",
                         self.client_addr,
                         limit,
                     )
-                    self.muted = True
+                    # Not `muted`: the application must still get its websocket.disconnect.
+                    self.dropped = True
                     self.dropConnection(abort=True)
                 return
         super().serverSend(content, binary)
