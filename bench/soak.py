@@ -155,7 +155,9 @@ class Processes:
         return process
 
     def start_daphne(self, name: str, port: int) -> None:
-        self.start(name, [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"])
+        self.start(
+            name, [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"]
+        )
         wait_until_up(f"http://127.0.0.1:{port}", self.running[name])
 
     def sample_cpu(self) -> None:

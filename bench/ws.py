@@ -121,7 +121,7 @@ def start_server(layer: str, port: int, log: Path, priority: int = 0) -> subproc
         env["DJANGO_SETTINGS_MODULE"] = module
     with log.open("wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
+            [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
             cwd=ROOT,
             env=env,
             stdout=output,

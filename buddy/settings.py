@@ -92,6 +92,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "buddy.csp.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "buddy.urls"
@@ -274,3 +275,20 @@ BUDDY_LLM_RETRIES = env_int("BUDDY_LLM_RETRIES", 2)
 BUDDY_LLM_TIMEOUT = env_float("BUDDY_LLM_TIMEOUT", 120.0)
 # How long a turn may hold its session's lease without renewing it before another process may take it.
 BUDDY_TURN_LEASE_SECONDS = env_int("BUDDY_TURN_LEASE_SECONDS", 120)
+
+# --- WebSocket, turns and the page: limits (README: Settings; docs/security.md) ----------------
+# Deepest nesting of arrays and objects in a client's frame.
+BUDDY_WS_MAX_DEPTH = env_int("BUDDY_WS_MAX_DEPTH", 32)
+# Least seconds between two canvas replays of one socket; requests in between become one replay.
+BUDDY_WS_REPLAY_INTERVAL = env_float("BUDDY_WS_REPLAY_INTERVAL", 0.5)
+# Bytes daphne may hold for one socket whose client does not read before it drops the connection.
+BUDDY_WS_SEND_BUFFER_BYTES = env_int("BUDDY_WS_SEND_BUFFER_BYTES", 4 * 1024 * 1024)
+# Tool calls run from one model response; the rest get an is_error result saying why.
+BUDDY_MAX_TOOL_CALLS = env_int("BUDDY_MAX_TOOL_CALLS", 50)
+# Threads that run WebSocket turns (model calls wait on the network there), apart from the pool that
+# serves replays and other quick database work.
+BUDDY_TURN_THREADS = env_int("BUDDY_TURN_THREADS", 16)
+# Hosts canvas media may load from over https; same-site paths always may (the page's CSP says so too).
+BUDDY_MEDIA_HOSTS = [
+    host.strip().lower() for host in os.environ.get("BUDDY_MEDIA_HOSTS", "").split(",") if host.strip()
+]

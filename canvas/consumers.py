@@ -4,10 +4,14 @@ The socket is always the connecting user's: the query names one of *their* chats
 group (named by user, agent and chat id, so a chat created after the socket opened still reaches it)
 and the user's group (logout closes every socket of the user).
 
-Handshake: an anonymous user is refused (HTTP 403, as is a foreign Origin, by
-AllowedHostsOriginValidator in buddy/asgi.py). An invalid `chat_id` or an unknown `agent` in the query
+Handshake: an anonymous user is refused (HTTP 403, as is an Origin other than the server's own
+scheme, host and port or a trusted one, by buddy.origins). An invalid `chat_id` or an unknown `agent` in the query
 is accepted only to send one `error` frame (`invalid_chat_id` / `unknown_agent`) and then closed with
 code 4400 / 4404, so a client can tell the user why.
+
+Error codes of bad frames (the socket stays open): frame_too_large, binary_frame, invalid_json,
+invalid_unicode, nul_character, too_deep, invalid_frame, unknown_type, invalid_field; a socket whose
+login was revoked answers a prompt with logged_out and closes with 4401.
 
 Frames the client must know about beyond contract §6:
 - `canvas_update_card` carries the element's complete fields after the change: replace the element
@@ -22,16 +26,22 @@ Frames the client must know about beyond contract §6:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.db import close_old_connections
+from django.utils.crypto import constant_time_compare
 
 from canvas.elements import CanvasCommandError
 from canvas.limits import MAX_FRAME_BYTES
@@ -68,8 +78,37 @@ class FrameError(Exception):
         self.detail = detail
 
 
-def _socket_turn(user: Any, agent_slug: str, chat_id: str, text: str) -> None:
+@functools.cache
+def turn_executor() -> ThreadPoolExecutor:
+    """The threads WebSocket turns run on. A turn waits on the model for seconds; on the loop's default
+    pool (a handful of threads on a small machine, shared with every replay and database call of
+    every socket) a few slow model calls would stall every socket. When all BUDDY_TURN_THREADS are
+    busy, a turn waits for one."""
+    return ThreadPoolExecutor(max_workers=settings.BUDDY_TURN_THREADS, thread_name_prefix="buddy-turn")
+
+
+class LoginNoLongerValid(TurnError):
+    code, status = "logged_out", 401
+
+    def __init__(self) -> None:
+        super().__init__("This login is no longer valid (logged out, password changed or user deactivated).")
+
+
+def _login_still_valid(user: Any, django_session: Any) -> bool:
+    """The socket's login as a request would check it now: the user is active and the session's
+    password hash is still the user's. The close a password change or deactivation sends is best
+    effort; this check is not."""
+    current = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
+    if current is None:
+        return False
+    session_hash = django_session.get(HASH_SESSION_KEY) if django_session is not None else None
+    return not session_hash or constant_time_compare(session_hash, current.get_session_auth_hash())
+
+
+def _socket_turn(user: Any, django_session: Any, agent_slug: str, chat_id: str, text: str) -> None:
     try:
+        if not _login_still_valid(user, django_session):
+            raise LoginNoLongerValid()
         prompt_submit(user=user, text=text, agent_slug=agent_slug, chat_id=chat_id)
     finally:
         close_old_connections()
@@ -120,6 +159,38 @@ def _agent_frame(agent: Agent) -> dict[str, Any]:
     return {"id": agent.slug, "name": agent.name, "avatar": agent.avatar}
 
 
+# A lone surrogate is not Unicode text: a JSON escape such as "\\ud800", or invalid UTF-8 that the
+# transport passed on as surrogate escapes (buddy.daphne_server). Neither can be stored or encoded.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _check_text(value: str) -> None:
+    if _SURROGATE_RE.search(value):
+        raise FrameError("invalid_unicode", "the frame holds text that is not valid Unicode (a lone surrogate)")
+    if "\x00" in value:
+        raise FrameError("nul_character", "the frame holds a NUL character, which text may not contain")
+
+
+def _check_content(content: Any) -> None:
+    """Every string (keys too) is valid Unicode without NUL; nesting stays within BUDDY_WS_MAX_DEPTH.
+    Iterative, so no frame can exhaust the stack."""
+    max_depth = settings.BUDDY_WS_MAX_DEPTH
+    pending: list[tuple[Any, int]] = [(content, 1)]
+    while pending:
+        value, depth = pending.pop()
+        if isinstance(value, str):
+            _check_text(value)
+        elif isinstance(value, dict | list):
+            if depth > max_depth:
+                raise FrameError("too_deep", f"a frame nests arrays and objects at most {max_depth} deep")
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    _check_text(key)
+                    pending.append((item, depth + 1))
+            else:
+                pending.extend((item, depth + 1) for item in value)
+
+
 def _string_field(content: dict[str, Any], name: str, *, required: bool = True) -> str:
     value = content.get(name)
     if value is None and not required:
@@ -142,6 +213,12 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.turn_tasks: set[asyncio.Task] = set()
+        # At most one replay runs per socket, and replays are BUDDY_WS_REPLAY_INTERVAL apart: requests
+        # that arrive meanwhile become one more replay.
+        self.replay_task: asyncio.Task | None = None
+        self.replay_wanted = False
+        self.replays_answered = asyncio.Event()  # no replay is waiting to be sent
+        self.replays_answered.set()
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -162,6 +239,10 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         # The chat's group is joined before its state is read, so no change between the read and the
         # join is missed; a frame already included in the replay comes after it, with a version the
         # client already has.
+        if "\x00" in agent_slug:  # no agent has one, and PostgreSQL cannot even compare it
+            await self.send_error("unknown_agent", "there is no agent with a NUL character in its name")
+            await self.close(code=CLOSE_UNKNOWN_AGENT)
+            return
         hint = _agent_id_hints.get(agent_slug)
         if hint is not None:
             await self._join_chat_group(hint)
@@ -213,6 +294,11 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             return  # refused in connect() and closing: nothing to answer
         try:
             content = self._parse(text_data, bytes_data)
+            if content["type"] == "replay":
+                self.request_replay()
+                return
+            # Answers keep the order of the requests: what follows a replay comes after it.
+            await self.replays_answered.wait()
             handler_name = self.frame_handlers.get(content["type"])
             if handler_name is None:
                 raise FrameError(
@@ -227,12 +313,17 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
         if text_data is None:
             raise FrameError("binary_frame", "frames must be JSON text, not binary")
-        if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8")) > MAX_FRAME_BYTES:
+        # surrogatepass: a lone surrogate is counted here and refused by _check_content.
+        if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
             raise FrameError("frame_too_large", f"a frame is at most {MAX_FRAME_BYTES} bytes")
         try:
             content = json.loads(text_data)
+        except RecursionError:
+            depth = settings.BUDDY_WS_MAX_DEPTH
+            raise FrameError("too_deep", f"a frame nests arrays and objects at most {depth} deep") from None
         except ValueError:
             raise FrameError("invalid_json", "the frame is not valid JSON") from None
+        _check_content(content)
         if not isinstance(content, dict) or not isinstance(content.get("type"), str):
             raise FrameError("invalid_frame", 'a frame is a JSON object with a string "type"')
         return content
@@ -246,8 +337,26 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     async def on_cancel(self, content: dict[str, Any]) -> None:
         await self.cancel_turn()
 
-    async def on_replay(self, content: dict[str, Any]) -> None:
-        await self.send_replay()
+    def request_replay(self) -> None:
+        """Replay the canvas, coalescing: a client that asks again and again without reading gets
+        one replay now and one for all the requests made in the next BUDDY_WS_REPLAY_INTERVAL
+        seconds, never one per request (each may be 800 KB the server would have to buffer)."""
+        self.replay_wanted = True
+        self.replays_answered.clear()
+        if self.replay_task is None:
+            self.replay_task = asyncio.create_task(self._replay_while_wanted())
+
+    async def _replay_while_wanted(self) -> None:
+        try:
+            while self.replay_wanted:
+                self.replay_wanted = False
+                await self.send_replay()
+                if not self.replay_wanted:
+                    self.replays_answered.set()
+                await asyncio.sleep(settings.BUDDY_WS_REPLAY_INTERVAL)
+        finally:
+            self.replay_task = None
+            self.replays_answered.set()
 
     async def on_switch_agent(self, content: dict[str, Any]) -> None:
         slug = agent_or_default(_string_field(content, "agent", required=False))
@@ -274,7 +383,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     frame_handlers = {
         "prompt": "on_prompt",
         "cancel": "on_cancel",
-        "replay": "on_replay",
+        "replay": "request_replay",  # handled in receive(), before this table
         "switch_agent": "on_switch_agent",
         "confirmation_response": "on_confirmation_response",
     }
@@ -292,9 +401,14 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
 
     async def _turn(self, text: str) -> None:
         try:
-            await sync_to_async(_socket_turn, thread_sensitive=False)(self.user, self.agent.slug, self.chat_id, text)
+            await sync_to_async(_socket_turn, thread_sensitive=False, executor=turn_executor())(
+                self.user, self.scope.get("session"), self.agent.slug, self.chat_id, text
+            )
         except ModelFailed:
             pass  # the turn already told every socket of the chat
+        except LoginNoLongerValid as error:
+            await self.send_error(error.code, str(error))
+            await self.close(code=CLOSE_LOGGED_OUT)
         except TurnError as error:
             await self.send_error(error.code, str(error))
         except Exception:

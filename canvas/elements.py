@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+
+from django.conf import settings
 
 from canvas.limits import (
     CHART_TYPES,
@@ -101,13 +104,37 @@ def _choice(options: tuple[str, ...]) -> Callable[[str, Any], None]:
     return check
 
 
+# Browsers read a backslash as a slash and drop tabs and newlines in URLs, so `/\\evil.example/x` or
+# `/<tab>/evil.example/x` would load from another site: a same-site path starts with one '/' that a
+# second '/' or '\\' does not follow, and holds no backslash, whitespace or control character.
+_SAME_SITE_PATH_RE = re.compile(r"/(?![/\\])[^\\\s\x00-\x1f\x7f]*")
+_UNSAFE_URL_CHARACTER_RE = re.compile(r"[\\\s\x00-\x1f\x7f]")
+
+
+def media_host_allowed(url: str) -> bool:
+    """An https URL on one of BUDDY_MEDIA_HOSTS (an entry may name a port; 443 is the default)."""
+    if _UNSAFE_URL_CHARACTER_RE.search(url):
+        return False
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    if parts.scheme != "https" or not parts.hostname or "@" in parts.netloc:
+        return False
+    host = parts.hostname if port in (None, 443) else f"{parts.hostname}:{port}"
+    return host in settings.BUDDY_MEDIA_HOSTS
+
+
 def _url(field: str, value: Any) -> None:
     _string(field, value)
-    parts = urlsplit(value)
-    same_site_path = not parts.scheme and not parts.netloc and value.startswith("/") and not value.startswith("//")
-    web_url = parts.scheme in ("http", "https") and bool(parts.netloc)
-    if not (same_site_path or web_url):
-        raise CanvasCommandError(f"`{field}` must be an http:// or https:// URL or a path starting with '/'")
+    if _SAME_SITE_PATH_RE.fullmatch(value) or media_host_allowed(value):
+        return
+    hosts = ", ".join(settings.BUDDY_MEDIA_HOSTS) or "none are configured"
+    raise CanvasCommandError(
+        f"`{field}` must be a path on this site starting with a single '/', or an https:// URL on one of the "
+        f"media hosts the server allows ({hosts}); {value[:80]!r} is neither"
+    )
 
 
 def _labels(field: str, value: Any) -> None:

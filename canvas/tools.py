@@ -120,11 +120,12 @@ CANVAS_TOOLS: list[dict[str, Any]] = [
     ),
     _tool(
         "canvas_play_media",
-        "Show an image or play an audio or video file on the canvas, from an http(s) URL or a path on "
-        "this server starting with '/'. An existing id is replaced in place." + _LIMITS,
+        "Show an image or play an audio or video file on the canvas, from a path on this server starting "
+        "with '/' or an https URL on a media host the server allows (others are refused, with the list). "
+        "An existing id is replaced in place." + _LIMITS,
         {
             "id": _ID,
-            "url": {"type": "string", "minLength": 1, "description": "http:// or https:// URL, or a /path."},
+            "url": {"type": "string", "minLength": 1, "description": "A /path, or https:// on an allowed host."},
             "media_type": {"type": "string", "enum": list(MEDIA_TYPES)},
             "title": _OPTIONAL_TITLE,
         },

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from conversations.models import Message, Session
@@ -64,9 +65,18 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any]) -> Too
 
 
 def tool_round_run(*, session: Session, tool_uses: list[dict[str, Any]]) -> Message:
-    """Run every tool_use of one assistant message; archive and return the tool_result message."""
+    """Run the tool_uses of one assistant message, at most BUDDY_MAX_TOOL_CALLS of them (the writes
+    share one transaction, and on SQLite one write lock: a response of a thousand calls must not hold
+    it for seconds); archive and return the tool_result message, which answers every tool_use."""
     outcomes: dict[str, ToolOutcome] = {}
-    for block in tool_uses:
+    limit = settings.BUDDY_MAX_TOOL_CALLS
+    for block in tool_uses[limit:]:
+        outcomes[block["id"]] = ToolOutcome(
+            f"Not run: one response may make at most {limit} tool calls and this one made {len(tool_uses)}. "
+            "Make the calls that were not run in your next response.",
+            is_error=True,
+        )
+    for block in tool_uses[:limit]:
         if not isinstance(block.get("input"), dict):
             outcomes[block["id"]] = ToolOutcome("The tool input must be a JSON object.", is_error=True)
         elif block["name"] in MEMORY_TOOLS:

@@ -102,10 +102,11 @@ def turn_lease_acquire(*, session: Session) -> str:
 
 
 def turn_lease_renew(*, session: Session, lease_id: str) -> bool:
-    """Extend the lease; returns whether the turn should go on (still ours and not cancelled)."""
-    renewed = Session.objects.filter(pk=session.pk, turn_lease_id=lease_id, turn_cancel_requested=False).update(
-        turn_lease_expires_at=timezone.now() + _lease_ttl()
-    )
+    """Extend the lease; returns whether the turn should go on (still ours, not cancelled, and its user
+    not deactivated meanwhile)."""
+    renewed = Session.objects.filter(
+        pk=session.pk, turn_lease_id=lease_id, turn_cancel_requested=False, user__is_active=True
+    ).update(turn_lease_expires_at=timezone.now() + _lease_ttl())
     return bool(renewed)
 
 

@@ -63,7 +63,7 @@ def daphne(**env: str):
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
+        [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
         cwd=ROOT,
         env=server_env(**env),
         stdout=log,

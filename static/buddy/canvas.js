@@ -39,11 +39,15 @@ function asText(value) {
 }
 
 /** Same-origin paths and http(s) addresses only: no javascript:, data: or protocol-relative URLs. */
+// The server's rule (canvas/elements.py): a path on this site starting with one "/" that no second
+// "/" or "\\" follows (browsers read "\\" as "/"), with no backslash, whitespace or control character;
+// or an https URL, whose host the page's Content-Security-Policy must allow too.
+const SAME_SITE_PATH = /^\/(?![\/\\])[^\\\s\u0000-\u001f\u007f]*$/;
+const HTTPS_URL = /^https:\/\/[^\\\s\u0000-\u001f\u007f]+$/i;
+
 export function safeMediaUrl(url) {
   if (typeof url !== "string") return null;
-  const value = url.trim();
-  if (/^https?:\/\//i.test(value)) return value;
-  if (value.startsWith("/") && !value.startsWith("//")) return value;
+  if (SAME_SITE_PATH.test(url) || HTTPS_URL.test(url)) return url;
   return null;
 }
 

@@ -15,7 +15,11 @@ let chartCounter = 0;
 
 function svg(name, attributes = {}, parent = null) {
   const node = document.createElementNS(SVG, name);
-  for (const [key, value] of Object.entries(attributes)) node.setAttribute(key, String(value));
+  for (const [key, value] of Object.entries(attributes)) {
+    // Through the CSSOM: the page's Content-Security-Policy refuses style attributes (buddy/csp.py).
+    if (key === "style") node.style.cssText = String(value);
+    else node.setAttribute(key, String(value));
+  }
   if (parent) parent.append(node);
   return node;
 }

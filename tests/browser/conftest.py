@@ -128,7 +128,7 @@ def daphne_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str
     log_path = Path(settings.VAR_DIR) / f"test_daphne_{os.getpid()}.log"
     with log_path.open("w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
+            [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
             cwd=ROOT,
             env=env,
             stdout=log,

@@ -26,7 +26,7 @@ def canvas_prompt(*calls: tuple[str, dict]) -> str:
 def send_and_wait(page, text: str) -> None:
     """Sends `text` through the Message box and waits until the turn it started has ended."""
     # Before the socket is open the page keeps the text and says so; a person would wait too.
-    page.wait_for_function("document.getElementById('connection').dataset.status === 'open'")
+    page.wait_for_function("() => document.getElementById('connection').dataset.status === 'open'")
     page.get_by_label("Message").fill(text)
     page.get_by_role("button", name="Send").click()
     # The prompt shows at once as pending; the server's user_message confirms it, and the
@@ -115,7 +115,7 @@ def test_a_confirmation_answer_marks_it_answered(logged_in_page):
     assert article.get_by_role("button").count() == 0
     # The answer runs as a turn; every tab sees it start.
     log(page).get_by_text("[confirmation ship: confirmed]", exact=True).wait_for()
-    page.wait_for_function("document.getElementById('composer').dataset.running === 'false'")
+    page.wait_for_function("() => document.getElementById('composer').dataset.running === 'false'")
 
     page.reload()
     canvas(page).get_by_role("article", name="Ship the release?").get_by_text("Confirmed").wait_for()
@@ -167,9 +167,9 @@ def test_a_chart_and_a_table_render_with_their_titles(logged_in_page):
 def test_theme_from_the_canvas_applies_to_the_page(logged_in_page):
     page = logged_in_page
     send_and_wait(page, canvas_prompt(("canvas_set_theme", {"theme": "dark"})))
-    page.wait_for_function("document.documentElement.dataset.theme === 'dark'")
+    page.wait_for_function("() => document.documentElement.dataset.theme === 'dark'")
     page.reload()
-    page.wait_for_function("document.documentElement.dataset.theme === 'dark'")
+    page.wait_for_function("() => document.documentElement.dataset.theme === 'dark'")
 
 
 def test_model_output_is_shown_as_text_and_runs_nothing(logged_in_page):
@@ -200,7 +200,7 @@ def test_another_tab_sees_the_prompt_the_reply_and_the_canvas(logged_in_page, li
     page = logged_in_page
     other = page.context.new_page()
     other.goto(f"{live_server_url}/")
-    other.wait_for_function("document.getElementById('connection').dataset.status === 'open'")
+    other.wait_for_function("() => document.getElementById('connection').dataset.status === 'open'")
     send_and_wait(page, canvas_prompt(("canvas_add_card", {"id": "shared", "title": "Seen everywhere"})))
     log(other).get_by_text("Seen everywhere").first.wait_for()  # the user_message frame
     canvas(other).get_by_role("heading", name="Seen everywhere").wait_for()
@@ -221,5 +221,5 @@ def test_a_new_chat_starts_empty_and_is_listed(logged_in_page):
     log(page).get_by_text("This is the main chat.", exact=True).wait_for()
     assert log(page).get_by_text("This is the new chat.", exact=True).count() == 0
     page.wait_for_function(
-        f"[...document.querySelectorAll('#chat option')].some(o => o.value === {json.dumps(new_chat_id)})"
+        f"() => [...document.querySelectorAll('#chat option')].some(o => o.value === {json.dumps(new_chat_id)})"
     )

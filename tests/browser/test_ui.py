@@ -87,7 +87,7 @@ def test_page_has_message_box_send_agent_picker_canvas_and_log(scout_agent, logg
     assert page.get_by_role("log").count() == 1
 
     picker = page.get_by_label("Agent")
-    page.wait_for_function("document.querySelectorAll('#agent option').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('#agent option').length === 2")
     options = picker.locator("option").all_inner_texts()
     assert [option.split()[-1] for option in options] == ["Buddy", "Scout"]
     assert picker.input_value() == "buddy"
@@ -561,7 +561,7 @@ def test_version_gap_asks_for_a_replay(fake_ws, logged_in_page):
     canvas.get_by_role("heading", name="Delta").wait_for()
     assert canvas.locator("article h3").all_inner_texts() == ["Alpha", "Gamma", "Epsilon", "Delta"]
     fake_ws.send(canvas_frame("canvas_remove_element", {"id": "c"}, 9))
-    page.wait_for_function("document.querySelectorAll('#canvas article').length === 3")
+    page.wait_for_function("() => document.querySelectorAll('#canvas article').length === 3")
     assert len(fake_ws.frames("replay")) == 1
 
 
@@ -595,16 +595,16 @@ def test_notification_toast_goes_away_and_themes_apply(fake_ws, logged_in_page):
         return page.evaluate("getComputedStyle(document.body).backgroundColor")
 
     fake_ws.send(canvas_frame("canvas_set_theme", {"theme": "dark"}, 1))
-    page.wait_for_function("document.documentElement.dataset.theme === 'dark'")
+    page.wait_for_function("() => document.documentElement.dataset.theme === 'dark'")
     dark = background()
     fake_ws.send(canvas_frame("canvas_set_theme", {"theme": "light"}, 2))
-    page.wait_for_function("document.documentElement.dataset.theme === 'light'")
+    page.wait_for_function("() => document.documentElement.dataset.theme === 'light'")
     light = background()
     assert dark != light
     channels = [int(value) for value in re.findall(r"\d+", dark)[:3]]
     assert sum(channels) < 150  # dark really is dark
     fake_ws.send(canvas_frame("canvas_set_theme", {"theme": "neon-zebra"}, 3))
-    page.wait_for_function("!('theme' in document.documentElement.dataset)")
+    page.wait_for_function("() => !('theme' in document.documentElement.dataset)")
     assert page.get_by_label("Message").is_visible()
 
 
@@ -621,7 +621,7 @@ def test_switching_agent_sends_switch_agent_and_shows_that_conversation(scout_ag
     page.reload()
     canvas = page.get_by_role("region", name="Canvas")
     canvas.get_by_role("heading", name="Buddy's card").wait_for()
-    page.wait_for_function("document.querySelectorAll('#agent option').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('#agent option').length === 2")
 
     page.get_by_label("Agent").select_option("scout")
     assert fake_ws.wait_for_frame("switch_agent") == {"type": "switch_agent", "agent": "scout"}
@@ -799,7 +799,7 @@ def test_screenshot_of_a_busy_canvas(fake_ws, logged_in_page):
 def test_a_refused_agent_switch_goes_back_to_the_previous_agent(scout_agent, fake_ws, logged_in_page):
     page = logged_in_page
     fake_ws.wait_for_connections(1)
-    page.wait_for_function("document.querySelectorAll('#agent option').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('#agent option').length === 2")
     page.get_by_label("Agent").select_option("scout")
     fake_ws.wait_for_frame("switch_agent")
     fake_ws.send({"type": "error", "code": "unknown_agent", "detail": "there is no agent 'scout'"})

@@ -21,7 +21,7 @@ ADD_EXAMPLES: dict[str, dict[str, Any]] = {
         "columns": ["Name", "Age", "Admin"],
         "rows": [["Ann", 31, True], ["Bo", None, False]],
     },
-    "canvas_play_media": {"id": "cat", "url": "https://example.com/cat.png", "media_type": "image", "title": "Cat"},
+    "canvas_play_media": {"id": "cat", "url": "/media/cat.png", "media_type": "image", "title": "Cat"},
     "canvas_show_confirmation": {
         "id": "go",
         "title": "Deploy?",

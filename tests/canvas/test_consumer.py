@@ -19,7 +19,7 @@ from canvas.consumers import CanvasConsumer
 from canvas.limits import MAX_FRAME_BYTES
 from canvas.selectors import canvas_state
 from canvas.services import canvas_apply, confirmation_answer
-from conversations.models import Session
+from conversations.models import Message, Session
 from conversations.services import session_get_or_create
 from tests.canvas.examples import ADD_EXAMPLES, CanvasMirror
 
@@ -35,8 +35,13 @@ def login_cookie(user) -> str:
     return client.cookies[settings.SESSION_COOKIE_NAME].value
 
 
-def communicator(cookie: str | None, query: str = "", origin: str | None = "http://testserver"):
-    headers = [(b"host", b"testserver")]
+def communicator(
+    cookie: str | None,
+    query: str = "",
+    origin: str | None = "http://testserver",
+    extra_headers: list[tuple[bytes, bytes]] = (),
+):
+    headers = [(b"host", b"testserver"), *extra_headers]
     if origin is not None:
         headers.append((b"origin", origin.encode()))
     if cookie is not None:
@@ -109,11 +114,55 @@ async def test_refused_with_a_foreign_or_missing_origin(user):
 
 
 @pytest.mark.parametrize(
+    "origin",
+    [
+        "http://testserver:8080",  # another port of the same host
+        "https://testserver",  # another scheme (and port)
+        "http://testserver.evil.example",
+        "http://user@testserver",
+        "null",
+    ],
+)
+async def test_refused_from_another_port_or_scheme_of_the_same_host(user, origin):
+    socket = communicator(await login_cookie(user), origin=origin)
+    connected, _ = await socket.connect(timeout=10)
+    assert not connected
+    await socket.disconnect()
+
+
+async def test_accepted_from_the_own_origin_or_a_trusted_one(user, settings):
+    settings.CSRF_TRUSTED_ORIGINS = ["https://app.example.com", "https://*.corp.example"]
+    cookie = await login_cookie(user)
+    for origin in ("http://testserver", "http://TestServer:80", "https://app.example.com", "https://a.corp.example"):
+        socket = communicator(cookie, origin=origin)
+        connected, _ = await socket.connect(timeout=10)
+        assert connected, origin
+        await socket.disconnect()
+    socket = communicator(cookie, origin="http://app.example.com")  # trusted for https only
+    connected, _ = await socket.connect(timeout=10)
+    assert not connected
+    await socket.disconnect()
+
+
+async def test_behind_a_tls_proxy_the_own_origin_is_https(user, settings):
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    cookie = await login_cookie(user)
+    proxied = [(b"x-forwarded-proto", b"https")]
+    for origin, allowed in (("https://testserver", True), ("http://testserver", False)):
+        socket = communicator(cookie, origin=origin, extra_headers=proxied)
+        connected, _ = await socket.connect(timeout=10)
+        assert connected is allowed, origin
+        await socket.disconnect()
+
+
+@pytest.mark.parametrize(
     ("query", "code", "close_code"),
     [
         ("?chat_id=no%20spaces", "invalid_chat_id", 4400),
         ("?chat_id=" + "x" * 65, "invalid_chat_id", 4400),
         ("?agent=nobody", "unknown_agent", 4404),
+        ("?agent=x%00y", "unknown_agent", 4404),
+        ("?chat_id=x%00y", "invalid_chat_id", 4400),
     ],
 )
 async def test_an_invalid_query_gets_an_error_frame_then_a_close(user, agent, query, code, close_code):
@@ -350,10 +399,23 @@ BAD_FRAMES = [
     ("text", '{"type": "confirmation_response", "id": "nope", "confirmed": true}', "unknown_element"),
     ("text", _padded_replay_frame(MAX_FRAME_BYTES + 1), "frame_too_large"),
     ("text", '{"type": "prompt", "text": "' + "é" * (MAX_FRAME_BYTES // 2) + '"}', "frame_too_large"),
+    # Lone surrogates, as JSON escapes or as raw text, anywhere in a frame.
+    ("text", '{"type": "prompt", "text": "x\\ud800y"}', "invalid_unicode"),
+    ("text", '{"type": "switch_agent", "agent": "x\\udfffy"}', "invalid_unicode"),
+    ("text", '{"type": "confirmation_response", "id": "\\ud800", "confirmed": true}', "invalid_unicode"),
+    ("text", '{"type": "prompt", "text": "x\ud800y"}', "invalid_unicode"),
+    ("text", '{"type": "prompt", "x\\ud800": 1, "text": "hi"}', "invalid_unicode"),
+    # NUL (PostgreSQL cannot store it in text).
+    ("text", '{"type": "prompt", "text": "a\\u0000b"}', "nul_character"),
+    ("text", '{"type": "switch_agent", "agent": "x\\u0000y"}', "nul_character"),
+    # 969 nested arrays in 1,960 bytes; and nesting just past the limit.
+    ("text", '{"type": "prompt", "text": "hi", "x": ' + "[" * 969 + "]" * 969 + "}", "too_deep"),
+    ("text", '{"type": "prompt", "text": "hi", "x": ' + "[" * 32 + "]" * 32 + "}", "too_deep"),
 ]
 
 
-async def test_bad_input_gets_an_error_frame_and_the_socket_stays_usable(session, turns):
+async def test_bad_input_gets_an_error_frame_and_the_socket_stays_usable(session, turns, settings):
+    settings.BUDDY_WS_REPLAY_INTERVAL = 0.01  # a replay after every frame
     cookie = await login_cookie(session.user)
     await apply(session, "canvas_add_card", id="a", title="A")
     async with opened(cookie) as socket:
@@ -370,6 +432,40 @@ async def test_bad_input_gets_an_error_frame_and_the_socket_stays_usable(session
         await socket.send_to(text_data=_padded_replay_frame(MAX_FRAME_BYTES))
         assert (await replay_into(socket)).state() == expected_replay
     assert turns == []
+
+
+async def test_bad_frames_on_a_prompt_archive_nothing(session):
+    cookie = await login_cookie(session.user)
+    async with opened(cookie) as socket:
+        await replay_into(socket)
+        for text in ("x\ud800y", "a\x00b"):
+            await socket.send_to(text_data=json.dumps({"type": "prompt", "text": text}))
+            frame = await socket.receive_json_from(timeout=10)
+            assert frame["type"] == "error" and frame["code"] in {"invalid_unicode", "nul_character"}
+        assert await frames_until_probe(socket) == []  # still open
+    assert not await Message.objects.aexists()
+
+
+async def test_replays_requested_without_reading_are_coalesced(session, settings):
+    """A client that asks for hundreds of replays without reading gets two, not one per request."""
+    settings.BUDDY_WS_REPLAY_INTERVAL = 0.3
+    for index in range(20):
+        await apply(session, "canvas_add_card", id=f"c{index}", title="x" * 200, body="y" * 4000)
+    cookie = await login_cookie(session.user)
+    async with opened(cookie) as socket:
+        await replay_into(socket)
+        for _ in range(300):
+            await socket.send_json_to({"type": "replay"})
+        frames = []
+        while not await socket.receive_nothing(timeout=1.5):
+            frames.append(await socket.receive_json_from())
+        clears = [frame for frame in frames if frame.get("command") == "canvas_set_mode"]
+        assert len(clears) == 2
+        assert len(frames) == len(clears) * 21  # every replay is complete
+        mirror = CanvasMirror()
+        for frame in frames[-21:]:
+            mirror.apply(frame)
+        assert mirror.state() == await stored_state(session)
 
 
 async def test_logging_out_closes_the_users_sockets(session, other_user):

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+from contextlib import AsyncExitStack
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 
 from canvas.services import canvas_apply
-from conversations.models import Message
+from conversations.models import Message, Session
 from tests.canvas.test_consumer import login_cookie, opened
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -145,3 +148,87 @@ async def test_the_socket_keeps_working_after_a_turn_task_finished(user, agent):
             frames = await frames_until(tab, "assistant_message")
             assert frames[-1]["text"].endswith(text)
         await asyncio.sleep(0)
+
+
+async def test_slow_model_calls_do_not_starve_a_new_sockets_replay(user, agent, fake_anthropic, settings):
+    """Turns run on their own threads: eight slow model calls in flight (more than the default thread
+    pool holds on a small machine) leave the threads that serve replays free."""
+    settings.BUDDY_LLM_RETRIES = 0
+    fake_anthropic.delay_stream(0.4)
+    cookie = await login_cookie(user)
+    async with AsyncExitStack() as stack:
+        tabs = [await stack.enter_async_context(opened(cookie, f"?chat_id=slow{index}")) for index in range(8)]
+        for tab in tabs:
+            await tab.receive_json_from(timeout=10)  # the connect replay
+            await tab.send_json_to({"type": "prompt", "text": "take your time"})
+        await asyncio.sleep(0.5)  # every turn is streaming, or waiting for a thread
+        started = time.monotonic()
+        async with opened(cookie, "?chat_id=fresh") as fresh:
+            frame = await fresh.receive_json_from(timeout=10)
+            waited = time.monotonic() - started
+        assert frame["command"] == "canvas_set_mode"
+        assert waited < 1.0, f"a new socket's replay waited {waited:.2f} s behind the turns"
+        fake_anthropic.delay_stream(0)
+        for tab in tabs:
+            await frames_until(tab, "assistant_message", timeout=60)
+
+
+@database_sync_to_async
+def change_user(user, **fields) -> None:
+    fresh = type(user).objects.get(pk=user.pk)
+    for name, value in fields.items():
+        if name == "password":
+            fresh.set_password(value)
+        else:
+            setattr(fresh, name, value)
+    fresh.save()
+
+
+@pytest.mark.parametrize("change", [{"password": "a-new-secret-77"}, {"is_active": False}])
+async def test_a_password_change_or_deactivation_closes_the_users_sockets(user, other_user, agent, change):
+    cookie, other_cookie = await login_cookie(user), await login_cookie(other_user)
+    async with opened(cookie) as tab, opened(cookie, "?chat_id=other") as second, opened(other_cookie) as bobs:
+        for socket in (tab, second, bobs):
+            await socket.receive_json_from(timeout=10)
+        await change_user(user, first_name="Alicia")  # not a credential: nothing closes
+        assert await tab.receive_nothing(timeout=0.3)
+        await change_user(user, **change)
+        for socket in (tab, second):
+            assert await socket.receive_output(timeout=10) == {"type": "websocket.close", "code": 4401}
+        assert await bobs.receive_nothing(timeout=0.3)  # another user's socket stays
+
+
+async def test_a_deactivated_users_running_turn_stops(user, agent, fake_anthropic, settings):
+    settings.BUDDY_LLM_RETRIES = 0
+    full = "word " * 300
+    fake_anthropic.queue_text(full)
+    fake_anthropic.delay_stream(1.0)  # about ten seconds of streaming
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "prompt", "text": "talk slowly"})
+        await frames_until(tab, "user_message")
+        started = time.monotonic()
+        await change_user(user, is_active=False)
+        session = await Session.objects.aget(user=user)
+        while session.turn_lease_id:  # the turn lets go of its chat as soon as it sees the change
+            assert time.monotonic() - started < 5, "the turn went on after its user was deactivated"
+            await asyncio.sleep(0.1)
+            await session.arefresh_from_db()
+    fake_anthropic.delay_stream(0)
+    said = [content for role, content in await archived() if role == "assistant"]
+    assert all(len(json.dumps(content)) < len(full) for content in said)
+
+
+async def test_a_socket_whose_login_was_revoked_runs_no_turn_even_if_the_close_was_lost(user, agent, monkeypatch):
+    import canvas.signals
+
+    monkeypatch.setattr(canvas.signals, "user_sockets_close", lambda user_id: None)  # the layer lost it
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        await tab.receive_json_from(timeout=10)
+        await change_user(user, password="a-new-secret-77")
+        await tab.send_json_to({"type": "prompt", "text": "still me?"})
+        frame = await tab.receive_json_from(timeout=10)
+        assert (frame["type"], frame["code"]) == ("error", "logged_out")
+        assert await tab.receive_output(timeout=10) == {"type": "websocket.close", "code": 4401}
+    assert await archived() == []

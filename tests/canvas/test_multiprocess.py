@@ -65,7 +65,16 @@ def daphne_ports(transactional_db, tmp_path, settings):
             log = tmp_path / f"daphne-{port}.log"
             with log.open("wb") as output:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
+                    [
+                        sys.executable,
+                        "-m",
+                        "buddy.server",
+                        "-b",
+                        "127.0.0.1",
+                        "-p",
+                        str(port),
+                        "buddy.asgi:application",
+                    ],
                     cwd=settings.BASE_DIR,
                     env=env,
                     stdout=output,

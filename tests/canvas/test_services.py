@@ -167,8 +167,36 @@ INVALID = [
     ("canvas_show_table", {**ADD_EXAMPLES["canvas_show_table"], "rows": ["Ann"]}, "must be an array of cells"),
     ("canvas_show_table", {**ADD_EXAMPLES["canvas_show_table"], "rows": [["A", {}, 1]]}, "`rows[0][1]`"),
     ("canvas_play_media", {**ADD_EXAMPLES["canvas_play_media"], "media_type": "pdf"}, "image, audio, video"),
-    ("canvas_play_media", {**ADD_EXAMPLES["canvas_play_media"], "url": "javascript:alert(1)"}, "http:// or https://"),
-    ("canvas_play_media", {**ADD_EXAMPLES["canvas_play_media"], "url": "//evil.test/x.png"}, "http:// or https://"),
+    ("canvas_play_media", {**ADD_EXAMPLES["canvas_play_media"], "url": "javascript:alert(1)"}, "path on this site"),
+    ("canvas_play_media", {**ADD_EXAMPLES["canvas_play_media"], "url": "//evil.test/x.png"}, "path on this site"),
+    ("canvas_play_media", {**ADD_EXAMPLES["canvas_play_media"], "url": "/\\evil.example/x.mp4"}, "path on this site"),
+    ("canvas_play_media", {**ADD_EXAMPLES["canvas_play_media"], "url": "/\t/evil.example/x.mp4"}, "path on this site"),
+    ("canvas_play_media", {**ADD_EXAMPLES["canvas_play_media"], "url": "\\\\evil.example/x.mp4"}, "path on this site"),
+    (
+        "canvas_play_media",
+        {**ADD_EXAMPLES["canvas_play_media"], "url": "https://evil.example/x.png"},
+        "path on this site",
+    ),
+    (
+        "canvas_play_media",
+        {**ADD_EXAMPLES["canvas_play_media"], "url": "http://media.example/x.png"},
+        "path on this site",
+    ),
+    (
+        "canvas_play_media",
+        {**ADD_EXAMPLES["canvas_play_media"], "url": "https://media.example@evil.example/x.png"},
+        "path on this site",
+    ),
+    (
+        "canvas_play_media",
+        {**ADD_EXAMPLES["canvas_play_media"], "url": "https://media.example:8443/x.png"},
+        "path on this site",
+    ),
+    (
+        "canvas_play_media",
+        {**ADD_EXAMPLES["canvas_play_media"], "url": "https:/\\evil.example/x.png"},
+        "path on this site",
+    ),
     ("canvas_show_confirmation", {"id": "go", "title": "T"}, "needs `message`"),
     ("canvas_show_confirmation", {"id": "go", "title": "T", "message": "M", "answered": "confirmed"}, "`answered`"),
     ("canvas_show_confirmation", {"id": "go", "title": "T", "message": "M", "confirm_label": "x" * 41}, "at most 40"),
@@ -190,6 +218,18 @@ INVALID = [
     ("canvas_show_notification", {"message": "hi", "sound": True}, "does not take `sound`"),
     ("canvas_draw", {"id": "a"}, "unknown canvas command `canvas_draw`"),
 ]
+
+
+def test_media_from_an_allowed_host_or_a_same_site_path_is_accepted(session, settings):
+    settings.BUDDY_MEDIA_HOSTS = ["media.example", "cdn.example:8443"]
+    for url in [
+        "/media/x.png",
+        "https://media.example/x.png",
+        "https://media.example:443/x",
+        "https://cdn.example:8443/y",
+    ]:
+        apply(session, "canvas_play_media", id="m", url=url, media_type="image")
+    assert canvas_state(session=session)["elements"][0]["url"] == "https://cdn.example:8443/y"
 
 
 @pytest.mark.parametrize(("command", "params", "reason"), INVALID, ids=[f"{c}-{r[:30]}" for c, _, r in INVALID])

@@ -285,3 +285,19 @@ def test_a_run_claimed_before_its_user_was_deactivated_does_not_run(user, settin
     user.save()
     assert scheduled_run_execute(run_id=run.pk) == "failed"
     assert not Message.objects.exists()
+@pytest.mark.django_db
+def test_a_deactivated_users_schedules_stop_running(user, settings):
+    settings.BUDDY_LLM = "offline"
+    schedule_create(user=user, text="every minute", at=timezone.now() - timedelta(seconds=1), every_seconds=60)
+    claimed = schedule_create(user=user, text="claimed already", at=timezone.now() - timedelta(seconds=1))
+    [run] = [run for run in schedule_claim_due() if run.schedule_id == claimed.pk] or [None]
+    ScheduledRun.objects.exclude(pk=run.pk).delete()
+    ScheduledPrompt.objects.exclude(pk=claimed.pk).update(next_run_at=timezone.now() - timedelta(seconds=1))
+    user.is_active = False
+    user.save()
+    assert schedule_claim_due() == []  # nothing of an inactive user is claimed
+    assert scheduled_run_execute(run_id=run.pk) == "failed"  # nor run when claimed before
+    assert not Message.objects.exists()
+    user.is_active = True
+    user.save()
+    assert len(schedule_claim_due()) == 1  # active again: the recurring one runs

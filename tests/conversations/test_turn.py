@@ -331,6 +331,24 @@ def test_parallel_tool_calls_are_answered_in_one_message_in_order(model, session
     assert [e["id"] for e in CanvasState.objects.get().elements] == ["a"]
 
 
+def test_tool_calls_past_the_per_response_limit_get_an_error_result_and_change_nothing(model, session, settings):
+    settings.BUDDY_MAX_TOOL_CALLS = 3
+    model.queue_reply(
+        [
+            {"type": "tool_use", "id": f"toolu_{i}", "name": "canvas_add_card", "input": {"id": f"c{i}", "title": "C"}}
+            for i in range(5)
+        ]
+    )
+    model.queue_text("done")
+    turn_run(session=session, text="five cards at once")
+    results = Message.objects.order_by("id")[2].content
+    assert [r["tool_use_id"] for r in results] == [f"toolu_{i}" for i in range(5)]  # every call answered
+    assert [r.get("is_error", False) for r in results] == [False, False, False, True, True]
+    assert "at most 3 tool calls" in results[3]["content"] and "next response" in results[3]["content"]
+    assert [e["id"] for e in CanvasState.objects.get().elements] == ["c0", "c1", "c2"]
+    assert model.requests[-1]["body"]["messages"][-1]["content"][4]["is_error"] is True  # the model is told
+
+
 def test_the_tool_round_limit_ends_the_turn_with_a_clear_message(model, session, settings):
     settings.BUDDY_MAX_TOOL_ROUNDS = 2
     counter = iter(range(100))

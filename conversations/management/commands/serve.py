@@ -19,7 +19,8 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true", help="Serve only (run workers elsewhere).")
 
     def handle(self, *args, host: str, port: int, no_worker: bool, **options):
-        commands = [[sys.executable, "-m", "daphne", "-b", host, "-p", str(port), "buddy.asgi:application"]]
+        # daphne with bounded WebSocket reads and writes (buddy/server.py).
+        commands = [[sys.executable, "-m", "buddy.server", "-b", host, "-p", str(port), "buddy.asgi:application"]]
         if not no_worker:
             commands.append([sys.executable, "manage.py", "qcluster"])
         self.stdout.write(f"Buddy on http://{host}:{port}/ (admin at /admin/, API docs at /api/docs) — Ctrl-C stops.")

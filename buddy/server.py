@@ -1,0 +1,131 @@
+"""daphne, with a WebSocket protocol that bounds what one socket can make the server hold.
+
+Run it as daphne itself: `python -m buddy.server -b 127.0.0.1 -p 8000 buddy.asgi:application`
+(`manage.py serve` does). Two things change against daphne's own protocol (README: Settings;
+docs/security.md):
+
+- Reading. daphne's autobahn fails a message over 1 MiB, and a text message that is not valid
+  UTF-8, by closing the connection: the client never learns why. Here every message reaches the
+  application, which answers bad ones with an `error` frame and keeps the socket open: a message is
+  kept only up to one byte past the application's frame limit (the rest is read and dropped, so
+  reading stays bounded too), and invalid UTF-8 arrives as surrogate escapes, which the consumer
+  refuses as not valid Unicode.
+- Writing. Twisted buffers whatever is written to a client that does not read. Once more than the
+  transport's own buffer (64 KiB) is waiting, what is sent on top is counted; past
+  BUDDY_WS_SEND_BUFFER_BYTES the connection is dropped (the client reconnects and gets a replay).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import daphne.server
+from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
+from twisted.internet.interfaces import IPushProducer
+from zope.interface import implementer
+
+logger = logging.getLogger(__name__)
+
+
+def _settings() -> Any:
+    # Read when a socket needs them: daphne imports the application, and so sets Django up, after
+    # this module is loaded.
+    from django.conf import settings
+
+    return settings
+
+
+@implementer(IPushProducer)
+class _WriteBacklog:
+    """Told by the transport when its write buffer fills (pause) and drains (resume)."""
+
+    def __init__(self, protocol: BoundedWebSocketProtocol) -> None:
+        self.protocol = protocol
+
+    def pauseProducing(self) -> None:  # noqa: N802 (Twisted's interface)
+        self.protocol.write_backlogged = True
+        self.protocol.transport.pauseProducing()  # nor read more requests from a client that does not read
+
+    def resumeProducing(self) -> None:  # noqa: N802
+        self.protocol.write_backlogged = False
+        self.protocol.bytes_over_buffer = 0
+        self.protocol.transport.resumeProducing()
+
+    def stopProducing(self) -> None:  # noqa: N802
+        pass
+
+
+class BoundedWebSocketProtocol(WebSocketProtocol):
+    write_backlogged = False
+    bytes_over_buffer = 0
+    dropped = False
+    message_bytes = 0
+
+    def onOpen(self) -> None:  # noqa: N802
+        super().onOpen()
+        # The HTTP channel the socket was upgraded from is still the transport's producer.
+        self.transport.unregisterProducer()
+        self.transport.registerProducer(_WriteBacklog(self), True)
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def onMessageBegin(self, isBinary: bool) -> None:  # noqa: N802, N803
+        super().onMessageBegin(isBinary)
+        self.message_bytes = 0
+
+    def onMessageFrameData(self, payload: bytes) -> None:  # noqa: N802
+        from canvas.limits import MAX_FRAME_BYTES
+
+        room = MAX_FRAME_BYTES + 1 - self.message_bytes
+        self.message_bytes += len(payload)
+        if room > 0:
+            super().onMessageFrameData(payload[:room])
+
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:  # noqa: N802, N803
+        if isBinary or self.muted:
+            super().onMessage(payload, isBinary)
+            return
+        self.last_ping = time.time()
+        text = payload.decode("utf-8", "surrogateescape")
+        self.application_queue.put_nowait({"type": "websocket.receive", "text": text})
+
+    # --- writing --------------------------------------------------------------------------------
+
+    def serverSend(self, content: str | bytes, binary: bool = False) -> None:  # noqa: N802
+        if self.write_backlogged:
+            self.bytes_over_buffer += len(content.encode("utf-8") if isinstance(content, str) else content)
+            limit = _settings().BUDDY_WS_SEND_BUFFER_BYTES
+            if self.bytes_over_buffer > limit:
+                if not self.dropped:
+                    logger.warning(
+                        "dropped WebSocket %s: its client read nothing while more than %d bytes waited for it",
+                        self.client_addr,
+                        limit,
+                    )
+                    # Not `muted`: the application must still get its websocket.disconnect.
+                    self.dropped = True
+                    self.dropConnection(abort=True)
+                return
+        super().serverSend(content, binary)
+
+
+class BoundedWebSocketFactory(WebSocketFactory):
+    protocol = BoundedWebSocketProtocol
+
+    def setProtocolOptions(self, **options: Any) -> None:  # noqa: N802
+        # Sizes and UTF-8 are the protocol's business (above), not reasons to close the connection.
+        options.update(maxMessagePayloadSize=0, maxFramePayloadSize=0, utf8validateIncoming=False)
+        super().setProtocolOptions(**options)
+
+
+def main() -> None:
+    from daphne.cli import CommandLineInterface
+
+    daphne.server.WebSocketFactory = BoundedWebSocketFactory
+    CommandLineInterface.entrypoint()
+
+
+if __name__ == "__main__":
+    main()
