@@ -331,11 +331,14 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
 
 def _speakers(session_id: int) -> set[str]:
     """The chat's speakers (cues.speakers), from the starts of its newest SPEAKER_SAMPLE messages."""
+    # On PostgreSQL `= ANY(ARRAY[id])`, as conversations.window.selectors.session_messages_since explains:
+    # with `=`, the planner may walk the primary key back through every other chat's newer messages.
+    in_session = "= ANY(%s)" if connection.vendor == "postgresql" else "= %s"
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT substr(search_text, 1, {cues.LABEL_CHARS}) FROM conversations_message"
-            " WHERE session_id = %s ORDER BY id DESC LIMIT %s",
-            [session_id, SPEAKER_SAMPLE],
+            f" WHERE session_id {in_session} ORDER BY session_id DESC, id DESC LIMIT %s",
+            [[session_id] if connection.vendor == "postgresql" else session_id, SPEAKER_SAMPLE],
         )
         return cues.speakers(start for (start,) in cursor.fetchall())
 

@@ -375,13 +375,15 @@ def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarra
 def indexing_estimate(*, session_id: int, messages: int, sample: int = 32) -> tuple[int, float]:
     """(messages still waiting for their vectors, seconds one job at a time needs to write them),
     the seconds from encoding a sample of the chat's newest messages on this machine now."""
-    from conversations.models import Message
+    from conversations.window.selectors import session_messages_since
 
     waiting = messages - index_progress(session_id=session_id, messages=messages)[1]
     if waiting <= 0:
         return 0, 0.0
     texts = list(
-        Message.objects.filter(session_id=session_id).order_by("-id").values_list("search_text", flat=True)[:sample]
+        session_messages_since(session_id=session_id, since=0)
+        .order_by("-session_id", "-id")
+        .values_list("search_text", flat=True)[:sample]
     )
     started = time.perf_counter()
     _embed([without_label(text) for text in texts])
