@@ -89,6 +89,7 @@ class _SessionStats:
     context_terms: int
     first_id: int
     last_id: int
+    indexed: int  # messages with a semantic vector (memory.semantic.index_count)
 
     @property
     def average_body(self) -> float:
@@ -121,20 +122,23 @@ def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None
     """The session's statistics and, for those of `terms` it holds, their document frequency and the
     index backend's own statistics of them (TERM_COLUMNS), in one query: a search is a handful of short
     queries, and each round trip counts."""
+    terms = terms or [""]  # no term is empty: a query of dates alone matches none
     placeholders = ", ".join(["%s"] * len(terms))
     extra = "".join(f", t.{column}" for column in _backend().TERM_COLUMNS)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT s.messages, s.body_terms, s.context_terms, s.first_id, s.last_id, t.term, t.df{extra}"
+            "SELECT s.messages, s.body_terms, s.context_terms, s.first_id, s.last_id, coalesce(v.indexed, 0),"
+            f" t.term, t.df{extra}"
             " FROM memory_search_session AS s LEFT JOIN memory_search_term AS t"
             f" ON t.session_id = s.session_id AND t.term IN ({placeholders}) AND t.df > 0"
+            " LEFT JOIN memory_vectorindex AS v ON v.session_id = s.session_id"
             " WHERE s.session_id = %s",
             [*terms, session_id],
         )
         rows = cursor.fetchall()
     if not rows or rows[0][0] <= 0:
         return None, {}
-    return _SessionStats(*rows[0][:5]), {row[5]: row[6:] for row in rows if row[5] is not None}
+    return _SessionStats(*rows[0][:6]), {row[6]: row[7:] for row in rows if row[6] is not None}
 
 
 def idf(df: int, messages: int) -> float:
@@ -265,7 +269,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
         return []
     chat_speakers = _speakers(session.pk)
     encoder_query = cues.without_names(query, chat_speakers) or query
-    near, rerank = _semantic_start(session.pk, encoder_query, messages=stats.messages)
+    near, rerank = _semantic_start(session.pk, encoder_query, stats=stats)
     terms = [term for term in terms if term in term_stats]
     weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
     vectors_before = near.window_start if near is not None else None
@@ -343,7 +347,7 @@ def _speakers(session_id: int) -> set[str]:
         return cues.speakers(start for (start,) in cursor.fetchall())
 
 
-def _semantic_start(session_id: int, query: str, *, messages: int):
+def _semantic_start(session_id: int, query: str, *, stats: _SessionStats):
     """The search's semantic side, started to run beside the word lookup: (memory.semantic.nearest,
     None) for an indexed chat (memory.semantic.ready); (None, the question's vector under way) for a
     chat still being indexed, whose best word candidates are re-ranked (`_reranked`); (None, None) when
@@ -353,7 +357,7 @@ def _semantic_start(session_id: int, query: str, *, messages: int):
     if not semantic.enabled():
         return None, None
     try:
-        if semantic.ready(session_id=session_id, messages=messages):
+        if semantic.ready(messages=stats.messages, indexed=stats.indexed):
             return semantic.nearest(session_id=session_id, query=query), None
         return None, semantic.query_vector(query)
     except Exception:

@@ -391,9 +391,10 @@ def indexing_estimate(*, session_id: int, messages: int, sample: int = 32) -> tu
     return waiting, waiting * per_message
 
 
-def ready(*, session_id: int, messages: int) -> bool:
-    """Whether the chat's messages have their vectors, all but the newest UNINDEXED_ALLOWANCE."""
-    return index_progress(session_id=session_id, messages=messages)[1] >= messages - UNINDEXED_ALLOWANCE
+def ready(*, messages: int, indexed: int) -> bool:
+    """Whether a chat of `messages` with `indexed` vectors (index_progress) has them all but the newest
+    UNINDEXED_ALLOWANCE."""
+    return indexed >= messages - UNINDEXED_ALLOWANCE
 
 
 def index_progress(*, session_id: int, messages: int) -> tuple[int, int]:

@@ -57,7 +57,7 @@ def _recall(session, conversation: locomo.Conversation, *, vectors: bool = False
     )
     if vectors:
         semantic.vectors_update(session.pk)
-        assert semantic.ready(session_id=session.pk, messages=len(conversation.messages))
+        assert semantic.ready(**_progress(session.pk, len(conversation.messages)))
     ids = list(Message.objects.filter(session=session).order_by("id").values_list("id", flat=True))
     index_of = {message_id: index for index, message_id in enumerate(ids)}
 
@@ -68,3 +68,8 @@ def _recall(session, conversation: locomo.Conversation, *, vectors: bool = False
         found_at_10 += bool(question.answers & set(ranked))
     total = len(conversation.questions)
     return found_at_5 / total, found_at_10 / total
+
+
+def _progress(session_id: int, messages: int) -> dict[str, int]:
+    total, indexed = semantic.index_progress(session_id=session_id, messages=messages)
+    return {"messages": total, "indexed": indexed}
