@@ -8,11 +8,11 @@ the next call writes its whole prefix again — up to the full window. `5m` and 
 on every breakpoint; `auto` (the default, chosen by `bench/cost.py --pacing`, docs/benchmarks.md):
 
 - **An anchor at 1 hour** on the tools, the system prompt and the message before the newest one (what
-  the model said last). After any
-  pause under an hour the next call reads everything up to there: the only 1-hour writes are what the
-  model said last, never the window again.
+  the model said last). After any pause under an hour the next call reads everything up to there:
+  the 1-hour writes are mostly what the model said last, never the window again.
 - **The tail at 5 minutes**: the newest user message (a prompt or tool results) — unless the chat's own
-  recent pauses say the next call will likely come more than 5 minutes later (then it too is 1 hour).
+  recent pauses say the next call will likely come more than 5 minutes later (then every breakpoint
+  is 1 hour).
 - **A prefix rewritten anyway at 5 minutes**: when the window stepped, the summary changed or the
   chat was idle for over an hour, the whole prefix is new. Written at 5 minutes (likely next call
   within 5 minutes), the next call reads it and anchors it at 1 hour for the price of its new
