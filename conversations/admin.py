@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
-from django.db.models import Count, QuerySet
+from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
+from conversations.llm import INPUT_PRICE, input_cost
 from conversations.models import Agent, ApiToken, Message, ModelCall, ScheduledPrompt, ScheduledRun, Session
 
 
@@ -39,7 +40,15 @@ class SessionAdmin(ReadOnlyAdmin):
     list_filter = ["agent", "created_at"]
     search_fields = ["user__username", "chat_id"]
     list_select_related = ["user", "agent"]
-    readonly_fields = ["user", "agent", "chat_id", "window_start_id", "turn_lease_expires_at", "created_at"]
+    readonly_fields = [
+        "user",
+        "agent",
+        "chat_id",
+        "window_start_id",
+        "turn_lease_expires_at",
+        "created_at",
+        "prompt_cache",
+    ]
     exclude = ["turn_lease_id", "turn_cancel_requested"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
@@ -53,6 +62,25 @@ class SessionAdmin(ReadOnlyAdmin):
     def messages_link(self, obj: Session) -> str:
         url = reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
         return format_html('<a href="{}">view messages</a>', url)
+
+    @admin.display(description="prompt cache (every model call)")
+    def prompt_cache(self, obj: Session) -> str:
+        """What the cache lifetimes cost this chat: reads, writes per lifetime, input in base tokens."""
+        usage = {
+            name: value or 0
+            for name, value in obj.model_calls.aggregate(**{name: Sum(name) for name in INPUT_PRICE}).items()
+        }
+        uncached = sum(usage.values())
+        return format_html(
+            "read {} · written with 5-minute lifetime {} · with 1-hour lifetime {} · uncached {} tokens; "
+            "input cost {} base input tokens ({} of the same input without caching)",
+            f"{usage['cache_read_input_tokens']:,}",
+            f"{usage['cache_creation_5m_input_tokens']:,}",
+            f"{usage['cache_creation_1h_input_tokens']:,}",
+            f"{usage['input_tokens']:,}",
+            f"{input_cost(usage):,.0f}",
+            f"{input_cost(usage) / uncached:.0%}" if uncached else "—",
+        )
 
 
 def _render_block(block: dict) -> str:
@@ -122,7 +150,9 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "model",
         "input_tokens",
         "cache_read_input_tokens",
-        "cache_creation_input_tokens",
+        "cache_creation_5m_input_tokens",
+        "cache_creation_1h_input_tokens",
+        "input_cost",
         "output_tokens",
         "latency_ms",
         "stop_reason",
@@ -131,6 +161,10 @@ class ModelCallAdmin(ReadOnlyAdmin):
     list_filter = ["kind", "model", "created_at"]
     date_hierarchy = "created_at"
     list_select_related = ["session__user", "session__agent"]
+
+    @admin.display(description="input cost (base input tokens)")
+    def input_cost(self, obj: ModelCall) -> str:
+        return f"{input_cost({name: getattr(obj, name) for name in INPUT_PRICE}):,.0f}"
 
     @admin.display(boolean=True)
     def failed(self, obj: ModelCall) -> bool:

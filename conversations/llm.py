@@ -36,8 +36,34 @@ USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cac
 
 
 def usage_dict(usage: Any) -> dict[str, int]:
-    """Usage figures as plain ints; the API may send `None` for the cache fields."""
-    return {name: int(getattr(usage, name, None) or 0) for name in USAGE_FIELDS}
+    """Usage figures as plain ints (the API may send `None` for the cache fields), with the cache writes
+    split by lifetime: `cache_creation_5m_input_tokens` and `cache_creation_1h_input_tokens`, from the
+    API's `cache_creation` breakdown; without one, every write counts as a 5-minute one (the API's
+    default lifetime)."""
+    figures = {name: int(getattr(usage, name, None) or 0) for name in USAGE_FIELDS}
+    breakdown = getattr(usage, "cache_creation", None)
+    if breakdown is None:
+        figures["cache_creation_5m_input_tokens"] = figures["cache_creation_input_tokens"]
+        figures["cache_creation_1h_input_tokens"] = 0
+    else:
+        figures["cache_creation_5m_input_tokens"] = int(getattr(breakdown, "ephemeral_5m_input_tokens", 0) or 0)
+        figures["cache_creation_1h_input_tokens"] = int(getattr(breakdown, "ephemeral_1h_input_tokens", 0) or 0)
+    return figures
+
+
+# What a call's input costs, in base input tokens: the provider's price of each kind of input token
+# relative to an uncached one (a cache write by lifetime, a cache read whatever the lifetime).
+INPUT_PRICE = {
+    "input_tokens": 1.0,
+    "cache_creation_5m_input_tokens": 1.25,
+    "cache_creation_1h_input_tokens": 2.0,
+    "cache_read_input_tokens": 0.1,
+}
+
+
+def input_cost(usage: dict[str, int]) -> float:
+    """The input of one call (or a sum of calls) priced in base input tokens."""
+    return sum(price * (usage.get(name) or 0) for name, price in INPUT_PRICE.items())
 
 
 class ModelClient(Protocol):

@@ -116,6 +116,10 @@ class ModelCall(models.Model):
     output_tokens = models.PositiveIntegerField(default=0)
     cache_read_input_tokens = models.PositiveIntegerField(default=0)
     cache_creation_input_tokens = models.PositiveIntegerField(default=0)
+    # The cache writes above by lifetime (they add up to it): a 1-hour write costs 2× the base input
+    # price, a 5-minute one 1.25× (conversations.cache, BUDDY_CACHE_TTL).
+    cache_creation_5m_input_tokens = models.PositiveIntegerField(default=0)
+    cache_creation_1h_input_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     stop_reason = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)

@@ -1,29 +1,33 @@
-"""The request of one model call, laid out for the provider's prompt cache (contract §3).
+"""The request of one model call, laid out for the provider's prompt cache (README, "How a turn flows").
 
 Order and breakpoints: tools (breakpoint on the last tool) → system prompt (breakpoint) → the window
-(breakpoint on the last archived block) → the per-call context block. Everything before the context
-block changes only when the window moves, the summary changes or a message is appended, so each call
-reads the previous call's prefix from the cache. The canvas snapshot and the clock live in the
-context block, after the last breakpoint: a canvas change re-prices nothing.
+(a breakpoint on the message before the newest one — what the model said last — when the lifetimes
+ask for one, and one on the last archived block) → the per-call context block. Everything before
+the context block changes only when the window moves, the summary changes or a message is appended,
+so each call reads the previous call's prefix from the cache. The canvas snapshot and the clock live
+in the context block, after the last breakpoint: a canvas change re-prices nothing. Each
+breakpoint's lifetime comes from `conversations.cache` (`BUDDY_CACHE_TTL`).
 """
 
 from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils import timezone
 
+from conversations.cache import CacheLifetimes, cache_lifetimes
 from conversations.models import Session
 from conversations.tools import tool_definitions
 from memory.selectors import summary_latest
 
-CACHE = {"type": "ephemeral"}
+if TYPE_CHECKING:
+    from memory.models import Summary
 
 
-def system_prompt(*, session: Session) -> list[dict[str, Any]]:
+def system_prompt(*, session: Session, summary: Summary | None = None) -> list[dict[str, Any]]:
     agent = session.agent
     user = session.user
     name = user.get_full_name() or user.get_username()
@@ -35,10 +39,9 @@ def system_prompt(*, session: Session) -> list[dict[str, Any]]:
         "shown to you; use the memory tools (search_history, get_messages_by_date, get_extended_context) to "
         "look further back, and cite dates when you use what you find.",
     ]
-    summary = summary_latest(session=session)
     if summary is not None:
         parts.append(f"Previous conversation summary:\n{summary.text}")
-    return [{"type": "text", "text": "\n\n".join(parts), "cache_control": CACHE}]
+    return [{"type": "text", "text": "\n\n".join(parts)}]
 
 
 def context_text(*, session: Session, now: datetime | None = None) -> str:
@@ -52,20 +55,31 @@ def context_text(*, session: Session, now: datetime | None = None) -> str:
     return "\n".join(lines)
 
 
-def request_build(*, session: Session, window_messages: list[dict[str, Any]]) -> dict[str, Any]:
+def request_build(
+    *, session: Session, window_messages: list[dict[str, Any]], window_moved: bool = False
+) -> dict[str, Any]:
     """The keyword arguments of `messages.stream` for one call, minus model and max_tokens.
 
     Precondition: the window ends with a user message (the prompt or the latest tool results).
+    `window_moved`: the window's start moved for this call (the whole prefix after the tools is new).
     """
     messages = copy.deepcopy(window_messages)
     last = messages[-1]
     if last["role"] != "user":
         raise ValueError("the window must end with a user message")
-    last["content"][-1]["cache_control"] = CACHE
+    summary = summary_latest(session=session)
+    lifetimes = cache_lifetimes(
+        session=session, window_moved=window_moved, summary_at=summary.created_at if summary is not None else None
+    )
+    system = system_prompt(session=session, summary=summary)
+    system[-1]["cache_control"] = CacheLifetimes.control(lifetimes.system)
+    if lifetimes.history is not None and len(messages) > 1:
+        messages[-2]["content"][-1]["cache_control"] = CacheLifetimes.control(lifetimes.history)
+    last["content"][-1]["cache_control"] = CacheLifetimes.control(lifetimes.tail)
     last["content"].append({"type": "text", "text": context_text(session=session)})
     tools = copy.deepcopy(tool_definitions())
-    tools[-1]["cache_control"] = CACHE
-    return {"system": system_prompt(session=session), "messages": messages, "tools": tools}
+    tools[-1]["cache_control"] = CacheLifetimes.control(lifetimes.tools)
+    return {"system": system, "messages": messages, "tools": tools}
 
 
 def model_for(session: Session) -> str:

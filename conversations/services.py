@@ -169,6 +169,8 @@ def model_call_record(
         output_tokens=usage.get("output_tokens") or 0,
         cache_read_input_tokens=usage.get("cache_read_input_tokens") or 0,
         cache_creation_input_tokens=usage.get("cache_creation_input_tokens") or 0,
+        cache_creation_5m_input_tokens=usage.get("cache_creation_5m_input_tokens") or 0,
+        cache_creation_1h_input_tokens=usage.get("cache_creation_1h_input_tokens") or 0,
         latency_ms=int((time.monotonic() - started) * 1000),
         stop_reason=reply.stop_reason if reply is not None else "",
         error=error,

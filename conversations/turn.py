@@ -225,7 +225,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
         if stopper(now_or_never=True):  # between model calls, always look
             break
         window = window_build(session=session)
-        request = request_build(session=session, window_messages=window.messages)
+        request = request_build(session=session, window_messages=window.messages, window_moved=window.moved)
         started = time.monotonic()
         try:
             reply = client.stream(

@@ -41,8 +41,10 @@ class SummaryOut(Schema):
 class UsageOut(Schema):
     input_tokens: int
     output_tokens: int
-    cache_read_input_tokens: int
-    cache_creation_input_tokens: int
+    cache_read_input_tokens: int = Field(description="Read from the prompt cache (0.1× the input price, any lifetime).")
+    cache_creation_input_tokens: int = Field(description="Written to the prompt cache: the two lifetimes below.")
+    cache_creation_5m_input_tokens: int = Field(description="Written with the 5-minute lifetime (1.25×).")
+    cache_creation_1h_input_tokens: int = Field(description="Written with the 1-hour lifetime (2×).")
 
 
 class SearchIndexOut(Schema):

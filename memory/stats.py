@@ -45,6 +45,8 @@ def memory_stats(*, session: Session) -> dict[str, Any]:
         output_tokens=Sum("output_tokens"),
         cache_read_input_tokens=Sum("cache_read_input_tokens"),
         cache_creation_input_tokens=Sum("cache_creation_input_tokens"),
+        cache_creation_5m_input_tokens=Sum("cache_creation_5m_input_tokens"),
+        cache_creation_1h_input_tokens=Sum("cache_creation_1h_input_tokens"),
     )
     canvas = CanvasState.objects.filter(session=session).values_list("elements", flat=True).first() or []
     return {

@@ -30,20 +30,28 @@ How prompt caching is modelled
     differs). Tokens of a prefix are ``ceil(characters of its blocks' JSON / 4)``, the same ratio
     as ``conversations.content.estimate_tokens``.
 
-    * Breakpoints are the blocks that carry ``cache_control``.
+    * Breakpoints are the blocks that carry ``cache_control``; each has a lifetime, its ``ttl``:
+      ``"5m"`` (the default) or ``"1h"``. Every 1-hour breakpoint must come before every 5-minute
+      one, in prompt order (a 400 otherwise, as the real API answers).
+    * Lifetimes run on ``FakeAnthropic.clock``, a ``ManualClock`` that only moves when a test or
+      a bench calls ``clock.advance(...)``: nothing ever waits. An entry lives until its lifetime
+      has passed without a hit; a request that reads a prefix refreshes every entry of that prefix
+      (the one read and the shorter ones inside it), each for its own lifetime, at no cost.
     * Read: at each breakpoint the cache is probed at that block and at up to 20 blocks before it;
-      the longest prefix found (over all breakpoints) is read.
+      the longest live prefix found (over all breakpoints) is read.
     * Write: every breakpoint after the read point whose prefix is at least 1,024 tokens is
-      written (prefixes shorter than that are never cached).
-    * Usage: ``cache_read_input_tokens`` = tokens of the read prefix;
-      ``cache_creation_input_tokens`` = tokens from the read point up to the last written
-      breakpoint; ``input_tokens`` = the rest of the prompt, after the last read or write. The three
-      add up to the tokens of the whole prompt.
+      written, with that breakpoint's lifetime (prefixes shorter than that are never cached).
+    * Usage, as the real API bills it: with A the tokens of the read prefix, B those up to the
+      last 1-hour breakpoint written (A if none) and C those up to the last breakpoint written (A
+      if none), ``cache_read_input_tokens`` = A, ``cache_creation_input_tokens`` = C − A, split in
+      ``cache_creation`` as ``ephemeral_1h_input_tokens`` = B − A and
+      ``ephemeral_5m_input_tokens`` = C − B; ``input_tokens`` = the rest of the prompt, after C.
+      The three totals add up to the tokens of the whole prompt.
 
-    Entries live per server until ``reset_cache()``; there is no TTL, and ``tool_choice``,
-    ``thinking`` and images do not affect the cache key (the real API is stricter on all three).
+    Entries live per server until they expire or ``reset_cache()``; ``tool_choice``, ``thinking``
+    and images do not affect the cache key (the real API is stricter on all three).
     ``cost_units(usage)`` prices a usage like the real API does relative to base input tokens:
-    input 1.0×, cache write 1.25×, cache read 0.1×.
+    input 1.0×, 5-minute cache write 1.25×, 1-hour cache write 2×, cache read 0.1×.
 
 Scripting replies
     Queued replies are used first (``queue_reply``, ``queue_text``, ``queue_tool_call``), then
@@ -82,8 +90,11 @@ CACHE_LOOKBACK_BLOCKS = 20
 MIN_CACHEABLE_TOKENS = 1024
 
 COST_INPUT = 1.0
-COST_CACHE_WRITE = 1.25
+COST_CACHE_WRITE_5M = 1.25
+COST_CACHE_WRITE_1H = 2.0
 COST_CACHE_READ = 0.1
+
+CACHE_TTL_SECONDS = {"5m": 5 * 60, "1h": 60 * 60}
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -120,20 +131,34 @@ def estimate_tokens_of_chars(chars: int) -> int:
 
 
 def cost_units(usage: Any) -> float:
-    """Price of one call's input in base-input-token units: input 1.0×, cache write 1.25×, read 0.1×.
+    """Price of one call's input in base-input-token units: input 1.0×, cache write 1.25× (5-minute
+    lifetime) or 2× (1-hour lifetime), read 0.1×.
 
-    ``usage`` is a usage dict or the SDK's ``Usage`` object (missing cache fields count as 0).
+    ``usage`` is a usage dict — the API's (``cache_creation: {ephemeral_1h_input_tokens, …}``) or a
+    ``ModelCall``'s values (``cache_creation_1h_input_tokens``) — or the SDK's ``Usage`` object.
+    Missing fields count as 0; cache writes without a breakdown count as 5-minute writes.
     """
-
-    def get(name: str) -> int:
-        value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
-        return value or 0
-
     return (
-        COST_INPUT * get("input_tokens")
-        + COST_CACHE_WRITE * get("cache_creation_input_tokens")
-        + COST_CACHE_READ * get("cache_read_input_tokens")
+        COST_INPUT * usage_figure(usage, "input_tokens")
+        + COST_CACHE_WRITE_5M * (usage_figure(usage, "cache_creation_input_tokens") - one_hour_writes(usage))
+        + COST_CACHE_WRITE_1H * one_hour_writes(usage)
+        + COST_CACHE_READ * usage_figure(usage, "cache_read_input_tokens")
     )
+
+
+def usage_figure(usage: Any, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, dict) else getattr(usage, name, None)
+    return value or 0
+
+
+def one_hour_writes(usage: Any) -> int:
+    """Tokens written to the cache with the 1-hour lifetime, from any of the shapes ``cost_units`` takes."""
+    if isinstance(usage, dict) and "cache_creation_1h_input_tokens" in usage:
+        return usage["cache_creation_1h_input_tokens"] or 0
+    breakdown = usage.get("cache_creation") if isinstance(usage, dict) else getattr(usage, "cache_creation", None)
+    if breakdown is None:
+        return 0
+    return usage_figure(breakdown, "ephemeral_1h_input_tokens")
 
 
 def new_id(prefix: str) -> str:
@@ -212,12 +237,25 @@ def validate_request(body: Any) -> list[MergedMessage]:
     merged = merge_consecutive(messages)
     validate_conversation(merged)
 
-    breakpoints = sum(1 for block in flatten_prompt(body, merged) if block.has_cache_control)
-    if breakpoints > MAX_CACHE_BREAKPOINTS:
+    breakpoints = [block for block in flatten_prompt(body, merged) if block.ttl is not None]
+    if len(breakpoints) > MAX_CACHE_BREAKPOINTS:
         raise invalid(
-            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {breakpoints}."
+            f"A maximum of {MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {len(breakpoints)}."
         )
+    validate_cache_lifetimes(breakpoints)
     return merged
+
+
+def validate_cache_lifetimes(breakpoints: list[PromptBlock]) -> None:
+    """Longer lifetimes first: a 1-hour breakpoint after a 5-minute one is refused, as the real API does."""
+    five_minutes = next((block for block in breakpoints if block.ttl == "5m"), None)
+    for block in breakpoints:
+        if five_minutes is not None and block.ttl == "1h" and block.position > five_minutes.position:
+            raise invalid(
+                f"{block.path}.cache_control.ttl: a ttl='1h' cache_control block must not come after a "
+                f"ttl='5m' cache_control block ({five_minutes.path}). Note that blocks are processed in the "
+                "following order: `tools`, `system`, `messages`."
+            )
 
 
 def validate_cache_control(path: str, block: Block) -> None:
@@ -403,7 +441,13 @@ class PromptBlock:
 
     prefix_hash: str
     prefix_chars: int
-    has_cache_control: bool
+    ttl: str | None  # the breakpoint's lifetime ("5m" or "1h"); None: not a breakpoint
+    position: int
+    path: str  # where the block sits in the request, for error messages
+
+    @property
+    def has_cache_control(self) -> bool:
+        return self.ttl is not None
 
     @property
     def prefix_tokens(self) -> int:
@@ -412,63 +456,126 @@ class PromptBlock:
 
 def flatten_prompt(body: Json, merged: list[MergedMessage]) -> list[PromptBlock]:
     """Tools, then system, then message blocks: the order the real API builds its prompt in."""
-    tagged: list[tuple[str, Block]] = [("tool", tool) for tool in body.get("tools") or []]
+    tagged: list[tuple[str, str, Block]] = [
+        ("tool", f"tools.{i}", tool) for i, tool in enumerate(body.get("tools") or [])
+    ]
     system = body.get("system")
     if system:
-        tagged += [("system", block) for block in content_blocks(system)]
+        tagged += [("system", f"system.{i}", block) for i, block in enumerate(content_blocks(system))]
     for message in merged:
-        tagged += [(message.role, block) for block in message.content]
+        tagged += [
+            (message.role, f"messages.{message.index}.content.{i}", block) for i, block in enumerate(message.content)
+        ]
 
     blocks: list[PromptBlock] = []
     digest = hashlib.sha256(body["model"].encode()).hexdigest()
     chars = 0
-    for tag, block in tagged:
+    for position, (tag, path, block) in enumerate(tagged):
         serialised = dumps_compact({key: value for key, value in block.items() if key != "cache_control"})
         digest = hashlib.sha256(f"{digest}|{tag}|{serialised}".encode()).hexdigest()
         chars += len(serialised)
-        blocks.append(PromptBlock(digest, chars, "cache_control" in block))
+        cache_control = block.get("cache_control")
+        ttl = cache_control.get("ttl", "5m") if isinstance(cache_control, dict) else None
+        blocks.append(PromptBlock(digest, chars, ttl, position, path))
     return blocks
 
 
-class PromptCache:
-    """Prefix hash → tokens, with the read/write rules described in the module docstring."""
+class ManualClock:
+    """Seconds on a clock that moves only when told to, so cache lifetimes never need real waiting."""
 
-    def __init__(self) -> None:
-        self._entries: dict[str, int] = {}
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float = 0.0, *, minutes: float = 0.0, hours: float = 0.0) -> float:
+        """Move the clock forward; returns the new time."""
+        step = seconds + 60 * minutes + 3600 * hours
+        if step < 0:
+            raise ValueError("the clock only moves forward")
+        with self._lock:
+            self._now += step
+            return self._now
+
+
+@dataclass
+class CacheEntry:
+    tokens: int
+    ttl: str
+    expires_at: float
+
+
+class PromptCache:
+    """Prefix hash → entry, with the lifetimes and read/write rules of the module docstring."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self._entries: dict[str, CacheEntry] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._entries)
+        """Live entries."""
+        now = self.clock()
+        with self._lock:
+            return sum(1 for entry in self._entries.values() if entry.expires_at > now)
 
     def reset(self) -> None:
         with self._lock:
             self._entries.clear()
 
+    def _live(self, prefix_hash: str, now: float) -> CacheEntry | None:
+        entry = self._entries.get(prefix_hash)
+        if entry is not None and entry.expires_at <= now:
+            del self._entries[prefix_hash]
+            return None
+        return entry
+
     def account(self, blocks: list[PromptBlock]) -> Json:
-        """Usage of one request's input; writes the new prefixes. Thread-safe."""
+        """Usage of one request's input; refreshes what it reads and writes the new prefixes. Thread-safe."""
         total_tokens = blocks[-1].prefix_tokens if blocks else 0
-        breakpoints = [index for index, block in enumerate(blocks) if block.has_cache_control]
+        breakpoints = [index for index, block in enumerate(blocks) if block.ttl is not None]
+        now = self.clock()
         with self._lock:
             read_end = -1  # the last block of the longest cached prefix found, -1 for none
             for breakpoint_index in breakpoints:
                 # Walk back from the breakpoint; stop where a longer hit is impossible.
                 earliest = max(breakpoint_index - CACHE_LOOKBACK_BLOCKS, read_end + 1)
                 for index in range(breakpoint_index, earliest - 1, -1):
-                    if blocks[index].prefix_hash in self._entries:
+                    if self._live(blocks[index].prefix_hash, now) is not None:
                         read_end = index
                         break
-            write_end = read_end
+            # A hit refreshes the entry read and every entry inside that prefix, each for its lifetime.
+            for index in range(read_end + 1):
+                entry = self._live(blocks[index].prefix_hash, now)
+                if entry is not None:
+                    entry.expires_at = now + CACHE_TTL_SECONDS[entry.ttl]
+            write_end = one_hour_end = read_end
             for breakpoint_index in breakpoints:
                 block = blocks[breakpoint_index]
                 if breakpoint_index > read_end and block.prefix_tokens >= MIN_CACHEABLE_TOKENS:
-                    self._entries[block.prefix_hash] = block.prefix_tokens
+                    assert block.ttl is not None
+                    expires_at = now + CACHE_TTL_SECONDS[block.ttl]
+                    self._entries[block.prefix_hash] = CacheEntry(block.prefix_tokens, block.ttl, expires_at)
                     write_end = breakpoint_index
-        read_tokens = blocks[read_end].prefix_tokens if read_end >= 0 else 0
-        written_tokens = blocks[write_end].prefix_tokens if write_end >= 0 else 0
+                    if block.ttl == "1h":
+                        one_hour_end = breakpoint_index
+
+        def tokens_to(index: int) -> int:
+            return blocks[index].prefix_tokens if index >= 0 else 0
+
+        read_tokens, written_tokens = tokens_to(read_end), tokens_to(write_end)
+        one_hour_tokens = tokens_to(one_hour_end)
         return {
             "input_tokens": total_tokens - written_tokens,
             "cache_creation_input_tokens": written_tokens - read_tokens,
             "cache_read_input_tokens": read_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": written_tokens - one_hour_tokens,
+                "ephemeral_1h_input_tokens": one_hour_tokens - read_tokens,
+            },
         }
 
 
@@ -593,9 +700,11 @@ class FakeAnthropic:
     non-empty key is.
     """
 
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, clock: Callable[[], float] | None = None) -> None:
         self.api_key = api_key
-        self.cache = PromptCache()
+        # The clock cache lifetimes run on: a ManualClock by default (``server.clock.advance(minutes=6)``).
+        self.clock = clock if clock is not None else ManualClock()
+        self.cache = PromptCache(self.clock)
         self.responder: Responder | None = None
         self._replies: collections.deque[Reply] = collections.deque()
         self._faults = _Faults()
@@ -781,10 +890,6 @@ class FakeAnthropic:
         blocks = reply.finished_blocks()
         usage = {
             **usage,
-            "cache_creation": {
-                "ephemeral_5m_input_tokens": usage["cache_creation_input_tokens"],
-                "ephemeral_1h_input_tokens": 0,
-            },
             "output_tokens": output_tokens(blocks),
             "service_tier": "standard",
         }

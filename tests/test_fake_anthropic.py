@@ -32,8 +32,8 @@ def user(text: str, **extra) -> dict:
     return {"role": "user", "content": [{"type": "text", "text": text, **extra}]}
 
 
-def assistant(text: str) -> dict:
-    return {"role": "assistant", "content": [{"type": "text", "text": text}]}
+def assistant(text: str, **extra) -> dict:
+    return {"role": "assistant", "content": [{"type": "text", "text": text, **extra}]}
 
 
 def tool_use(tool_use_id: str, name: str = "draw", input: dict | None = None) -> dict:
@@ -432,6 +432,12 @@ def total_tokens(client, messages, system=None) -> int:
     return client.messages.count_tokens(model=MODEL, system=system or cached_system(), messages=messages).input_tokens
 
 
+def system_tokens(client, system=None) -> int:
+    """Tokens of the system prompt (and nothing else) as the cache counts them."""
+    without = client.messages.count_tokens(model=MODEL, messages=[user("x")]).input_tokens
+    return total_tokens(client, [user("x")], system=system) - without
+
+
 def test_an_identical_request_reads_its_prefix_from_the_cache(client):
     messages = [user("hello")]
 
@@ -515,6 +521,150 @@ def test_more_than_four_breakpoints_is_a_400(client):
 
     with pytest.raises(anthropic.BadRequestError, match="A maximum of 4 blocks with cache_control"):
         create(client, [user("hello", cache_control=EPHEMERAL)], system=system)
+
+
+# --- cache lifetimes ----------------------------------------------------------------------------
+
+ONE_HOUR = {"type": "ephemeral", "ttl": "1h"}
+FIVE_MINUTES = {"type": "ephemeral", "ttl": "5m"}
+
+
+def test_a_5_minute_entry_expires_after_5_minutes_without_a_hit(client, server):
+    create(client, [user("hello")])
+
+    server.clock.advance(minutes=4, seconds=59)
+    just_in_time = create(client, [user("hello")]).usage
+    server.clock.advance(minutes=5, seconds=1)
+    too_late = create(client, [user("hello")]).usage
+
+    assert just_in_time.cache_read_input_tokens >= MIN_CACHEABLE_TOKENS
+    assert too_late.cache_read_input_tokens == 0
+    assert too_late.cache_creation_input_tokens == just_in_time.cache_read_input_tokens
+    assert too_late.cache_creation.ephemeral_5m_input_tokens == too_late.cache_creation_input_tokens
+
+
+def test_every_hit_refreshes_the_entry_for_another_5_minutes(client, server):
+    written = create(client, [user("hello")]).usage
+
+    reads = []
+    for _ in range(4):  # 16 minutes after the write, never 5 without a hit
+        server.clock.advance(minutes=4)
+        reads.append(create(client, [user("hello")]).usage.cache_read_input_tokens)
+
+    assert reads == [written.cache_creation_input_tokens] * 4
+
+
+def test_a_hit_on_a_longer_prefix_refreshes_the_entries_inside_it(client, server):
+    create(client, [user("q1", cache_control=EPHEMERAL)])  # writes the system prompt and q1
+    longer = [user("q1"), assistant("a1"), user("q2", cache_control=EPHEMERAL)]
+    for _ in range(3):
+        server.clock.advance(minutes=4)
+        create(client, longer)
+
+    # 16 minutes after it was written, the system prompt's entry was never asked for alone, only read
+    # inside the longer prefix: it is alive.
+    server.clock.advance(minutes=4)
+    usage = create(client, [user("something else")]).usage
+
+    assert usage.cache_read_input_tokens == pytest.approx(system_tokens(client), abs=1)  # ceil per prefix
+
+
+def test_a_1_hour_entry_survives_a_20_minute_gap_where_a_5_minute_one_does_not(client, server):
+    long_lived = [{"type": "text", "text": BIG_TEXT, "cache_control": ONE_HOUR}]
+    short_lived = [{"type": "text", "text": BIG_TEXT + " Short-lived.", "cache_control": FIVE_MINUTES}]
+    first_long = create(client, [user("hello")], system=long_lived).usage
+    create(client, [user("hello")], system=short_lived)
+
+    server.clock.advance(minutes=20)
+    long_again = create(client, [user("hello")], system=long_lived).usage
+    short_again = create(client, [user("hello")], system=short_lived).usage
+
+    assert first_long.cache_creation.ephemeral_1h_input_tokens == first_long.cache_creation_input_tokens > 0
+    assert first_long.cache_creation.ephemeral_5m_input_tokens == 0
+    assert long_again.cache_read_input_tokens == first_long.cache_creation_input_tokens
+    assert long_again.cache_creation_input_tokens == 0
+    assert short_again.cache_read_input_tokens == 0
+
+
+def test_a_1_hour_entry_expires_after_an_hour_without_a_hit(client, server):
+    long_lived = [{"type": "text", "text": BIG_TEXT, "cache_control": ONE_HOUR}]
+    create(client, [user("hello")], system=long_lived)
+
+    server.clock.advance(minutes=59)
+    kept = create(client, [user("hello")], system=long_lived).usage
+    server.clock.advance(minutes=61)
+    lost = create(client, [user("hello")], system=long_lived).usage
+
+    assert kept.cache_read_input_tokens >= MIN_CACHEABLE_TOKENS
+    assert lost.cache_read_input_tokens == 0
+    assert lost.cache_creation.ephemeral_1h_input_tokens == kept.cache_read_input_tokens
+
+
+def test_mixed_lifetimes_bill_each_stretch_at_its_own_lifetime(client, server):
+    system = [{"type": "text", "text": BIG_TEXT, "cache_control": ONE_HOUR}]
+    conversation = [user("q1"), assistant("a1 " * 300, cache_control=ONE_HOUR), user("q2", cache_control=FIVE_MINUTES)]
+
+    first = create(client, conversation, system=system).usage
+    server.clock.advance(minutes=20)  # the 5-minute tail is gone, the 1-hour entries are not
+    second = create(client, conversation, system=system).usage
+
+    whole = total_tokens(client, conversation, system=system)
+    assert first.cache_read_input_tokens == 0
+    assert first.cache_creation.ephemeral_1h_input_tokens + first.cache_creation.ephemeral_5m_input_tokens == whole
+    assert first.cache_creation.ephemeral_1h_input_tokens > system_tokens(client, system) + 200  # up to a1 (225 tokens)
+    assert 0 < first.cache_creation.ephemeral_5m_input_tokens < 20  # q2 alone
+    assert second.cache_read_input_tokens == first.cache_creation.ephemeral_1h_input_tokens
+    assert second.cache_creation.ephemeral_5m_input_tokens == first.cache_creation.ephemeral_5m_input_tokens
+    assert second.cache_creation.ephemeral_1h_input_tokens == 0
+    assert cost_units(first) == pytest.approx(
+        2.0 * first.cache_creation.ephemeral_1h_input_tokens + 1.25 * first.cache_creation.ephemeral_5m_input_tokens
+    )
+
+
+def test_a_1_hour_breakpoint_after_a_5_minute_one_is_a_400(client, server):
+    system = [{"type": "text", "text": BIG_TEXT, "cache_control": FIVE_MINUTES}]
+
+    with pytest.raises(anthropic.BadRequestError, match="ttl='1h' cache_control block must not come after") as caught:
+        create(client, [user("hello", cache_control=ONE_HOUR)], system=system)
+
+    assert "messages.0.content.0.cache_control" in caught.value.message
+    assert "system.0" in caught.value.message
+    # A breakpoint without a ttl is a 5-minute one: the same request with the default is refused too.
+    with pytest.raises(anthropic.BadRequestError, match="must not come after"):
+        client.messages.create(
+            model=MODEL,
+            max_tokens=10,
+            tools=[{**DRAW_TOOL, "cache_control": EPHEMERAL}],
+            system=[{"type": "text", "text": BIG_TEXT, "cache_control": ONE_HOUR}],
+            messages=[user("hello")],
+        )
+    assert len(server.cache) == 0
+
+
+def test_streamed_usage_carries_the_lifetime_breakdown(client, server):
+    system = [{"type": "text", "text": BIG_TEXT, "cache_control": ONE_HOUR}]
+    with client.messages.stream(model=MODEL, max_tokens=50, system=system, messages=[user("hi")]) as stream:
+        usage = stream.get_final_message().usage
+
+    assert usage.cache_creation.ephemeral_1h_input_tokens == usage.cache_creation_input_tokens > 0
+    assert usage.cache_creation.ephemeral_5m_input_tokens == 0
+
+
+def test_cost_units_prices_each_lifetime():
+    api_shape = {
+        "input_tokens": 100,
+        "cache_creation_input_tokens": 1000,
+        "cache_read_input_tokens": 2000,
+        "cache_creation": {"ephemeral_5m_input_tokens": 600, "ephemeral_1h_input_tokens": 400},
+    }
+    recorded_shape = {
+        "input_tokens": 100,
+        "cache_creation_input_tokens": 1000,
+        "cache_read_input_tokens": 2000,
+        "cache_creation_1h_input_tokens": 400,
+    }
+
+    assert cost_units(api_shape) == cost_units(recorded_shape) == pytest.approx(100 + 600 * 1.25 + 400 * 2 + 200)
 
 
 def test_cost_units_weighs_writes_and_reads():

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from conversations.models import Message
+from conversations.models import Message, ModelCall
 from conversations.services import message_append
 
 pytestmark = pytest.mark.django_db
@@ -75,3 +75,24 @@ def test_non_staff_cannot_reach_the_admin(client, user, archived):
     client.force_login(user)
     response = client.get(reverse("admin:conversations_message_changelist"))
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_staff_see_what_the_prompt_cache_costs_per_lifetime(client, staff_user, session):
+    ModelCall.objects.create(
+        session=session,
+        model="m",
+        input_tokens=100,
+        cache_read_input_tokens=20_000,
+        cache_creation_input_tokens=3_000,
+        cache_creation_5m_input_tokens=1_000,
+        cache_creation_1h_input_tokens=2_000,
+    )
+    client.force_login(staff_user)
+
+    detail = client.get(reverse("admin:conversations_session_change", args=[session.pk])).content.decode()
+    calls = client.get(reverse("admin:conversations_modelcall_changelist")).content.decode()
+
+    # 100 + 1.25 × 1,000 + 2 × 2,000 + 0.1 × 20,000 = 7,350 base input tokens, 32 % of 23,100 uncached.
+    assert "read 20,000" in detail and "5-minute lifetime 1,000" in detail and "1-hour lifetime 2,000" in detail
+    assert "input cost 7,350 base input tokens (32%" in detail
+    assert "7,350" in calls and "5m input tokens" in calls and "1h input tokens" in calls

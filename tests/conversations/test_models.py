@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
 
 from conversations.content import estimate_tokens
-from conversations.models import Message, Session
+from conversations.models import Message, ModelCall, Session
 from conversations.services import message_append, session_get_or_create
 
 pytestmark = pytest.mark.django_db
@@ -68,3 +69,26 @@ def test_token_estimate_follows_the_contract_formula():
     assert estimate_tokens([{"type": "text", "text": "é" * 10}]) == estimate_tokens(
         [{"type": "text", "text": "e" * 10}]
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cache_writes_recorded_before_lifetimes_count_as_5_minute_ones(session):
+    before = [("conversations", "0007_import_records_and_rate_counters")]
+    after = [("conversations", "0008_modelcall_cache_creation_by_lifetime")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    try:
+        executor.loader.build_graph()
+        OldModelCall = executor.loader.project_state(before).apps.get_model("conversations", "ModelCall")
+        OldModelCall.objects.create(session_id=session.pk, model="m", cache_creation_input_tokens=1500)
+        OldModelCall.objects.create(session_id=session.pk, model="m", cache_creation_input_tokens=0)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+
+    assert sorted(
+        ModelCall.objects.values_list("cache_creation_5m_input_tokens", "cache_creation_1h_input_tokens")
+    ) == [
+        (0, 0),
+        (1500, 0),
+    ]

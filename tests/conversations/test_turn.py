@@ -61,10 +61,12 @@ def test_the_request_is_laid_out_for_the_prompt_cache(api, model, user):
     post(api, "first")
     post(api, "second")
     body = model.last_request["body"]
-    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    # BUDDY_CACHE_TTL=auto in a chat answered within minutes (tests/conversations/test_cache.py).
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert body["messages"][-2]["content"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     last = body["messages"][-1]["content"]
-    assert last[-2]["cache_control"] == {"type": "ephemeral"}  # the last archived block
+    assert last[-2]["cache_control"] == {"type": "ephemeral", "ttl": "5m"}  # the last archived block
     assert "Current date and time (UTC)" in last[-1]["text"] and "cache_control" not in last[-1]
     assert "Alice" in body["system"][0]["text"]
     breakpoints = json.dumps(body).count('"cache_control"')
@@ -311,6 +313,8 @@ def test_usage_none_cache_fields_count_as_zero():
         "output_tokens": 3,
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
+        "cache_creation_5m_input_tokens": 0,
+        "cache_creation_1h_input_tokens": 0,
     }
 
 

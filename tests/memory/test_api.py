@@ -54,7 +54,16 @@ def test_history_limits_out_of_range_are_422(api, archive, params):
 def test_stats_describe_archive_window_summary_canvas_and_usage(api, archive):
     canvas_apply(session=archive, command="canvas_add_card", params={"id": "a", "title": "A"})
     Summary.objects.create(session=archive, text="so far", through_message=archive.messages.first(), tokens=2)
-    ModelCall.objects.create(session=archive, model="m", input_tokens=10, output_tokens=5, cache_read_input_tokens=7)
+    ModelCall.objects.create(
+        session=archive,
+        model="m",
+        input_tokens=10,
+        output_tokens=5,
+        cache_read_input_tokens=7,
+        cache_creation_input_tokens=50,
+        cache_creation_5m_input_tokens=20,
+        cache_creation_1h_input_tokens=30,
+    )
     ModelCall.objects.create(session=archive, model="m", kind="summary", input_tokens=3, output_tokens=1)
     stats = api.get("/memory/stats").json()
     assert stats["total_messages"] == 23
@@ -67,7 +76,9 @@ def test_stats_describe_archive_window_summary_canvas_and_usage(api, archive):
         "input_tokens": 13,
         "output_tokens": 6,
         "cache_read_input_tokens": 7,
-        "cache_creation_input_tokens": 0,
+        "cache_creation_input_tokens": 50,
+        "cache_creation_5m_input_tokens": 20,
+        "cache_creation_1h_input_tokens": 30,
     }
     assert stats["first_message_at"] <= stats["last_message_at"]
 

@@ -1,0 +1,114 @@
+"""How long the provider should keep each cached prefix of a model call (`BUDDY_CACHE_TTL`).
+
+The provider keeps a cached prefix for 5 minutes after its last hit, or for 1 hour when it was
+written with the 1-hour lifetime. Writing costs 1.25× the base input price (5 minutes) or 2× (1 hour);
+reading costs 0.1× whatever the lifetime, and a write is billed only from the longest prefix read.
+While a person answers within 5 minutes the short lifetime is the cheaper one; after a longer pause
+the next call writes its whole prefix again — up to the full window. `5m` and `1h` put one lifetime
+on every breakpoint; `auto` (the default, chosen by `bench/cost.py --pacing`, docs/benchmarks.md):
+
+- **An anchor at 1 hour** on the tools, the system prompt and the message before the newest one (what
+  the model said last). After any pause under an hour the next call reads everything up to there:
+  the 1-hour writes are mostly what the model said last, never the window again.
+- **The tail at 5 minutes**: the newest user message (a prompt or tool results) — unless the chat's own
+  recent pauses say the next call will likely come more than 5 minutes later (then every breakpoint
+  is 1 hour).
+- **A prefix rewritten anyway at 5 minutes**: when the window stepped, the summary changed or the
+  chat was idle for over an hour, the whole prefix is new. Written at 5 minutes (likely next call
+  within 5 minutes), the next call reads it and anchors it at 1 hour for the price of its new
+  tokens only.
+
+Both choices compare writing at 5 minutes now — 1.25, plus 2 again with the chance `p` that the next
+call comes after the entry expired — with writing at 1 hour, 2: 5 minutes is cheaper while
+`p < (2 − 1.25) / 2 = 0.375`. `p` is estimated from the chat's last turns (Laplace's rule of
+succession, so a new chat starts at 1/2: 1 hour).
+
+Longer lifetimes come first in the request, as the provider requires, and there are never more than
+4 breakpoints (tools, system prompt, the message before the newest, tail).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import pairwise
+
+from django.conf import settings
+from django.utils import timezone
+
+from conversations.models import Message, ModelCall, Session
+
+FIVE_MINUTES = "5m"
+ONE_HOUR = "1h"
+SHORT_LIFETIME = timedelta(minutes=5)
+LONG_LIFETIME = timedelta(hours=1)
+WRITE_PRICE = {FIVE_MINUTES: 1.25, ONE_HOUR: 2.0}
+# Above this chance of a long pause before the next call, a 1-hour write is the cheaper one.
+LONG_PAUSE_BREAK_EVEN = (WRITE_PRICE[ONE_HOUR] - WRITE_PRICE[FIVE_MINUTES]) / WRITE_PRICE[ONE_HOUR]
+RECENT_TURNS = 20
+RECENT_MESSAGES = 3 * RECENT_TURNS  # enough rows to hold that many turn starts in a chat with tool calls
+
+
+@dataclass(frozen=True)
+class CacheLifetimes:
+    """The lifetime of each breakpoint of one request, in request order; `history` is the message before
+    the newest one (None: no breakpoint there)."""
+
+    tools: str
+    system: str
+    history: str | None
+    tail: str
+
+    @staticmethod
+    def control(ttl: str) -> dict[str, str]:
+        return {"type": "ephemeral", "ttl": ttl}
+
+
+def cache_lifetimes(
+    *, session: Session, window_moved: bool, summary_at: datetime | None, now: datetime | None = None
+) -> CacheLifetimes:
+    """The breakpoints' lifetimes for the call about to be made (`BUDDY_CACHE_TTL`).
+
+    `window_moved`: the window's start moved for this call; `summary_at`: when the summary in the
+    system prompt was written (None: no summary).
+    """
+    policy = settings.BUDDY_CACHE_TTL
+    if policy in (FIVE_MINUTES, ONE_HOUR):
+        return CacheLifetimes(tools=policy, system=policy, history=None, tail=policy)
+    now = now or timezone.now()
+    if long_pause_share(session=session) >= LONG_PAUSE_BREAK_EVEN:
+        return CacheLifetimes(tools=ONE_HOUR, system=ONE_HOUR, history=None, tail=ONE_HOUR)
+    if prefix_rewritten(session=session, window_moved=window_moved, summary_at=summary_at, now=now):
+        return CacheLifetimes(tools=ONE_HOUR, system=FIVE_MINUTES, history=None, tail=FIVE_MINUTES)
+    return CacheLifetimes(tools=ONE_HOUR, system=ONE_HOUR, history=ONE_HOUR, tail=FIVE_MINUTES)
+
+
+def long_pause_share(*, session: Session) -> float:
+    """The estimated chance that the next turn starts more than 5 minutes after the one before ended:
+    (long pauses + 1) / (pauses + 2) over the chat's last `RECENT_TURNS` turn starts."""
+    rows = list(
+        Message.objects.filter(session=session)
+        .order_by("-id")
+        .values_list("created_at", "is_turn_start")[:RECENT_MESSAGES]
+    )
+    rows.reverse()
+    pauses = [later - earlier for (earlier, _), (later, turn_start) in pairwise(rows) if turn_start]
+    pauses = pauses[-RECENT_TURNS:]
+    long_pauses = sum(1 for pause in pauses if pause > SHORT_LIFETIME)
+    return (long_pauses + 1) / (len(pauses) + 2)
+
+
+def prefix_rewritten(*, session: Session, window_moved: bool, summary_at: datetime | None, now: datetime) -> bool:
+    """Whether this call's prefix after the tools is certainly not in the cache: the window stepped,
+    the summary changed since the previous call, or no call came for longer than the long lifetime."""
+    if window_moved:
+        return True
+    previous_call_at = (
+        ModelCall.objects.filter(session=session, kind=ModelCall.Kind.CHAT)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
+    if previous_call_at is None or now - previous_call_at > LONG_LIFETIME:
+        return True
+    return summary_at is not None and summary_at > previous_call_at
