@@ -159,12 +159,13 @@ def model_call_record(
     *, session: Session, kind: str, model: str, reply: Any, started: float, error: str = ""
 ) -> ModelCall:
     """Record one call to the model provider with its usage (a failed call: `reply` None, `error` set).
-    `started` is the call's `time.monotonic()` start; usage figures the provider left out count as 0."""
+    `started` is the call's `time.monotonic()` start; usage figures the provider left out count as 0.
+    The model recorded is the one that answered (the offline demo model says so), else `model`."""
     usage = reply.usage if reply is not None else {}
     return ModelCall.objects.create(
         session=session,
         kind=kind,
-        model=model,
+        model=(reply.model if reply is not None and reply.model else model),
         input_tokens=usage.get("input_tokens") or 0,
         output_tokens=usage.get("output_tokens") or 0,
         cache_read_input_tokens=usage.get("cache_read_input_tokens") or 0,
