@@ -22,7 +22,9 @@ class CanvasState(models.Model):
 
     class Meta:
         verbose_name = "canvas"
+        verbose_name_plural = "canvases"
         constraints = [models.CheckConstraint(condition=Q(mode__in=["content", "clear"]), name="canvas_mode_valid")]
 
     def __str__(self) -> str:
         return f"canvas of {self.session} (v{self.version})"
+
