@@ -68,10 +68,10 @@ class FrameError(Exception):
         self.detail = detail
 
 
-def _socket_turn(user: Any, agent_slug: str, chat_id: str, text: str) -> None:
+def _socket_turn(user: Any, agent_slug: str, chat_id: str, text: str, kind: str) -> None:
     try:
         session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
-        turn_run(session=session, text=text)
+        turn_run(session=session, text=text, kind=kind)
     finally:
         close_old_connections()
 
@@ -269,7 +269,8 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             await _confirmation_answer(self.user.pk, self.agent.pk, self.chat_id, element_id, confirmed)
         except CanvasCommandError as error:
             raise FrameError(error.code, str(error)) from None
-        await self.start_turn(f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]")
+        answer = f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]"
+        await self.start_turn(answer, kind="confirmation")
 
     # Frame type → method name (names, so a subclass may override a handler).
     frame_handlers = {
@@ -282,18 +283,21 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
 
     # --- turns ------------------------------------------------------------------------------------
 
-    async def start_turn(self, text: str) -> None:
+    async def start_turn(self, text: str, kind: str = "typed") -> None:
         """Run `text` as a turn of this socket's chat, in a task: the consumer handles one event at a
         time, and its own deltas (group messages) must reach it while the turn runs. The turn pushes
-        `user_message`, `assistant_delta`, `assistant_message` (and a `model_failed` error) to every
-        socket of the chat; refusals (409, 413, …) answer this socket only."""
-        task = asyncio.create_task(self._turn(text))
+        `user_message`, `tool_use`, `tool_result`, `assistant_delta`, `assistant_message` (and a
+        `model_failed` error) to every socket of the chat; refusals (409, 413, …) answer this socket
+        only."""
+        task = asyncio.create_task(self._turn(text, kind))
         self.turn_tasks.add(task)
         task.add_done_callback(self.turn_tasks.discard)
 
-    async def _turn(self, text: str) -> None:
+    async def _turn(self, text: str, kind: str) -> None:
         try:
-            await sync_to_async(_socket_turn, thread_sensitive=False)(self.user, self.agent.slug, self.chat_id, text)
+            await sync_to_async(_socket_turn, thread_sensitive=False)(
+                self.user, self.agent.slug, self.chat_id, text, kind
+            )
         except ModelFailed:
             pass  # the turn already told every socket of the chat
         except TurnError as error:

@@ -41,6 +41,9 @@ class HistoryMessageOut(Schema):
     role: str
     content: list[dict[str, Any]]
     created_at: datetime
+    kind: str | None = Field(
+        None, description="What started the turn, on a turn's first message: `typed`, `confirmation` or `scheduled`."
+    )
 
 
 class HistoryOut(Schema):
