@@ -35,7 +35,8 @@ from django.db import close_old_connections
 
 from canvas.elements import CanvasCommandError
 from canvas.limits import MAX_FRAME_BYTES
-from canvas.push import chat_group, user_group
+from canvas.push import chat_group, local_socket_closed, local_socket_opened, user_group
+from canvas.relay import relay_ensure_started
 from canvas.selectors import canvas_replay_frames
 from canvas.services import confirmation_answer
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
@@ -139,6 +140,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     chat_id: str
     chat_group_name: str = ""
     opened = False  # connect() went through: the socket follows a chat
+    counted = False  # counted among this process's sockets (canvas/push.py)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -150,6 +152,9 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             await self.close()  # before accept(): the handshake is refused
             return
         self.user = user
+        local_socket_opened()
+        self.counted = True
+        relay_ensure_started()
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         chat_id = chat_id_or_default(query.get("chat_id", [""])[-1])
         agent_slug = agent_or_default(query.get("agent", [""])[-1])
@@ -179,6 +184,11 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             frames = await _replay_frames(user.pk, agent.pk, chat_id)  # read again, after the join
         self.opened = True
         await self._send_all(frames)
+
+    async def disconnect(self, code: int) -> None:
+        if self.counted:
+            self.counted = False
+            local_socket_closed()
 
     async def _join(self, group: str) -> None:
         await self.channel_layer.group_add(group, self.channel_name)

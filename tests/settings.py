@@ -7,6 +7,7 @@ environment and use buddy.settings.
 """
 
 import os
+import sys
 import uuid
 
 # A server process a test starts (daphne, a worker) loads these settings too: it inherits the test's
@@ -30,3 +31,7 @@ from buddy.settings import *  # noqa: E402, F403
 
 # PBKDF2 costs ~0.5 s per user created; the tests are about conversations, not password storage.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The server relays frames the task worker writes to the database (canvas/relay.py); the test process
+# itself never relays (its consumers' sockets are in this process), the daphne it starts does.
+BUDDY_FRAME_RELAY = "pytest" not in sys.modules
