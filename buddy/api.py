@@ -24,7 +24,11 @@ api = NinjaAPI(
 
 @api.exception_handler(AuthenticationError)
 def not_authenticated(request: HttpRequest, exc: AuthenticationError):
-    return api.create_response(request, {"detail": "Authentication credentials were not provided."}, status=401)
+    if request.headers.get("Authorization", "").lower().startswith("bearer "):
+        detail = "The bearer token is not valid: it was revoked or mistyped (manage.py create_api_token makes one)."
+    else:
+        detail = "Authentication credentials were not provided."
+    return api.create_response(request, {"detail": detail}, status=401)
 
 
 @api.exception_handler(ValidationError)

@@ -15,8 +15,15 @@ class AgentOut(Schema):
 class ChatOut(Schema):
     agent: str
     chat_id: str
+    title: str = Field("", description="The start of the chat's first prompt, or the name the user gave it.")
     last_message_at: datetime | None
     messages: int
+
+
+class ChatRenameIn(Schema):
+    title: str = Field(..., description="The chat's new name, 1–100 characters.")
+    agent: str | None = Field(None, description="An agent's slug; default `buddy`.")
+    chat_id: str | None = Field(None, description="The chat to rename; default `main`.")
 
 
 class PromptIn(Schema):

@@ -22,8 +22,14 @@ from conversations.content import (
     normalize_content,
     readable_text,
 )
-from conversations.models import Agent, ApiToken, Message, ModelCall, Session
+from conversations.models import TITLE_MAX_CHARS, Agent, ApiToken, Message, ModelCall, Session
 from memory.search.text import index_terms, join_terms, search_context
+
+AUTO_TITLE_CHARS = 60
+
+
+class InvalidTitle(ValueError):
+    pass
 
 
 class UnknownAgent(LookupError):
@@ -46,6 +52,30 @@ def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, cha
             session.save()
     except IntegrityError:  # another request created it first
         session = Session.objects.get(user=user, agent=agent, chat_id=chat_id)
+    return session
+
+
+def session_title_from_prompt(*, session: Session, text: str) -> None:
+    """Name an untitled chat after its first prompt: its first line, at most AUTO_TITLE_CHARS."""
+    if session.title:
+        return
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    title = " ".join(line.split())
+    if len(title) > AUTO_TITLE_CHARS:
+        title = title[: AUTO_TITLE_CHARS - 1].rstrip() + "…"
+    if title and Session.objects.filter(pk=session.pk, title="").update(title=title):
+        session.title = title
+
+
+def session_rename(*, session: Session, title: str) -> Session:
+    """Set the title the user chose. Raises InvalidTitle for an empty or too long one."""
+    title = " ".join(title.split()) if isinstance(title, str) else ""
+    if not title:
+        raise InvalidTitle("A chat's title must not be empty.")
+    if len(title) > TITLE_MAX_CHARS:
+        raise InvalidTitle(f"A chat's title is at most {TITLE_MAX_CHARS} characters.")
+    Session.objects.filter(pk=session.pk).update(title=title)
+    session.title = title
     return session
 
 

@@ -26,7 +26,7 @@ from conversations.content import estimate_tokens, text_of
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.prompt import model_for, request_build
-from conversations.services import message_append, model_call_record
+from conversations.services import message_append, model_call_record, session_title_from_prompt
 from conversations.tools import tool_round_run
 
 logger = logging.getLogger(__name__)
@@ -176,6 +176,7 @@ def turn_run(
         lease_id = turn_lease_acquire(session=session)
         if prompt is None:
             prompt = message_append(session=session, role="user", content=text)
+            session_title_from_prompt(session=session, text=text)
             push_frame_on_commit(session, {"type": "user_message", "text": text, "message_id": prompt.id, "kind": kind})
             if on_prompt is not None:
                 on_prompt(prompt)

@@ -21,7 +21,7 @@ router = Router(tags=["memory"])
 def memory_search(request: HttpRequest, params: Query[SearchIn]):
     session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
     if session is None:
-        return Status(404, ErrorOut(detail="Chat not found."))
+        return Status(404, ErrorOut(detail="No such chat."))
     hits = search_history(session=session, query=params.q, limit=params.limit)
     results = [
         SearchResultOut(
@@ -42,5 +42,5 @@ def memory_search(request: HttpRequest, params: Query[SearchIn]):
 def memory_stats_view(request: HttpRequest, params: Query[ChatIn]):
     session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
     if session is None:
-        return Status(404, ErrorOut(detail="Chat not found."))
+        return Status(404, ErrorOut(detail="No such chat."))
     return Status(200, memory_stats(session=session))

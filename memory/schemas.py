@@ -8,7 +8,7 @@ from conversations.content import CHAT_ID_RE
 
 
 class SearchIn(Schema):
-    q: str = Field("", description="A natural-language query; any text is accepted.")
+    q: str = Field(..., min_length=1, description="A natural-language query; any non-empty text is accepted.")
     chat_id: str | None = Field(None, pattern=CHAT_ID_RE.pattern.replace("{1,64}", "{0,64}"))
     agent: str | None = Field(None, max_length=64)
     limit: int = Field(5, ge=1, le=50)
