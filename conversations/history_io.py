@@ -40,7 +40,9 @@ def parse_line(line_number: int, line: str) -> ImportLine:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as exc:
-        raise ImportLineError(line_number, f"not valid JSON ({exc.msg})") from exc
+        # exc.msg alone may end mid-sentence ("Invalid control character at"): say where.
+        reason = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        raise ImportLineError(line_number, f"not valid JSON ({reason})") from exc
     if not isinstance(record, dict):
         raise ImportLineError(line_number, "expected a JSON object")
     unknown = set(record) - {"role", "content", "created_at"}

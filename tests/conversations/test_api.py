@@ -75,7 +75,9 @@ def test_a_bad_bearer_token_is_told_apart_from_no_credentials(client, user, agen
     response = client.get("/chats", HTTP_AUTHORIZATION="Bearer bdy_not-a-token")
     assert response.status_code == 401 and "token is not valid" in response.json()["detail"]
     response = client.get("/chats")
-    assert response.status_code == 401 and response.json() == {"detail": "Authentication credentials were not provided."}
+    assert response.status_code == 401 and response.json() == {
+        "detail": "Authentication credentials were not provided."
+    }
 
 
 def test_get_prompt_is_a_json_405(api, client):

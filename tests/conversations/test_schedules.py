@@ -175,3 +175,24 @@ def test_check_deploy_passes_with_production_settings():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+def test_schedule_prompt_at_a_past_time_says_it_runs_at_once(user):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("schedule_prompt", "Late", "--user", "alice", "--at", "2020-01-01T08:00:00Z", stdout=out, stderr=err)
+    assert "in the past" in err.getvalue() and "runs at once" in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    call_command("schedule_prompt", "Soon", "--user", "alice", "--at", "2099-01-01T08:00:00Z", stdout=out, stderr=err)
+    assert err.getvalue() == ""
+
+
+def test_serve_hands_due_prompts_to_the_worker_every_second(user, settings, monkeypatch):
+    from conversations.management.commands import serve
+
+    settings.BUDDY_LLM = "offline"
+    monkeypatch.setattr(serve, "close_old_connections", lambda: None)  # the test's own connection stays open
+    schedule_create(user=user, text=CARD, at=timezone.now())
+    assert serve.SCHEDULE_CHECK_SECONDS <= 1
+    assert serve.Command().run_due_schedules() == 1  # tasks run inline in the tests: the turn ran
+    assert ScheduledRun.objects.get().status == ScheduledRun.Status.DONE
+    assert serve.Command().run_due_schedules() == 0
