@@ -16,7 +16,8 @@ router = Router(tags=["memory"])
     response={200: SearchOut, 404: ErrorOut},
     summary="Search this chat's history",
     description="Messages of one chat matching a natural-language query, best first (higher `score` is "
-    "better). `snippet` is plain text with the matched words between `[` and `]`.",
+    "better). `snippet` is the text as it is with the matched words between `[` and `]`; a `[`, `]` or "
+    "`\\` of the text itself is preceded by a backslash.",
 )
 def memory_search(request: HttpRequest, params: Query[SearchIn]):
     session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)

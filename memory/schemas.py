@@ -18,7 +18,10 @@ class SearchResultOut(Schema):
     id: int
     role: str
     created_at: datetime
-    snippet: str = Field(description="Plain text; the matched words are between [ and ].")
+    snippet: str = Field(
+        description="The text as it is; the matched words are between [ and ]; a [, ] or \\ of the text is escaped "
+        "with a backslash."
+    )
     score: float = Field(description="Higher is better.")
 
 

@@ -139,10 +139,21 @@ def test_snippet_of_long_text_is_a_window_around_the_matches():
     assert len(result) <= 260
 
 
-def test_snippet_turns_literal_brackets_into_parentheses():
+def test_snippet_quotes_literal_brackets_as_they_are_escaped_apart_from_its_marks():
     result = snippet("Answer [confirmation c1: confirmed] for the gala", query_terms("gala"))
+    assert result == "Answer \\[confirmation c1: confirmed\\] for the [gala]"
 
-    assert result == "Answer (confirmation c1: confirmed) for the [gala]"
+    result = snippet("[confirmation deploy: confirmed] C:\\temp", query_terms("deploy"))
+    assert result == "\\[confirmation [deploy]: confirmed\\] C:\\\\temp"
+
+
+def test_a_long_snippet_never_ends_inside_an_escape_or_a_match():
+    for filler in range(200, 260):
+        text = "x" * filler + " [[[[ deploy " + "[" * 300
+        result = snippet(text, query_terms("deploy"), window=400)
+        body = result.removesuffix("…")
+        unescaped = body.replace("\\\\", "").replace("\\[", "").replace("\\]", "")
+        assert "\\" not in unescaped and unescaped.count("[") == unescaped.count("]") <= 1
 
 
 def test_indexed_text_is_what_a_person_reads_not_json(session):
