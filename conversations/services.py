@@ -55,10 +55,12 @@ def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, cha
     return session
 
 
-def session_title_from_prompt(*, session: Session, text: str) -> None:
-    """Name an untitled chat after its first prompt: its first line, at most AUTO_TITLE_CHARS."""
-    if session.title:
+def session_title_from_prompt(*, session: Session, prompt: Message) -> None:
+    """Name an untitled chat after its first prompt: its first line, at most AUTO_TITLE_CHARS. A chat
+    whose first messages came another way (an import) keeps its chat id as its name."""
+    if session.title or Message.objects.filter(session=session, id__lt=prompt.id).exists():
         return
+    text = "\n".join(block.get("text", "") for block in prompt.content if block.get("type") == "text")
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     title = " ".join(line.split())
     if len(title) > AUTO_TITLE_CHARS:

@@ -176,7 +176,7 @@ def turn_run(
         lease_id = turn_lease_acquire(session=session)
         if prompt is None:
             prompt = message_append(session=session, role="user", content=text)
-            session_title_from_prompt(session=session, text=text)
+            session_title_from_prompt(session=session, prompt=prompt)
             push_frame_on_commit(session, {"type": "user_message", "text": text, "message_id": prompt.id, "kind": kind})
             if on_prompt is not None:
                 on_prompt(prompt)

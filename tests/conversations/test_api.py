@@ -86,3 +86,12 @@ def test_get_prompt_is_a_json_405(api, client):
     assert response["Content-Type"].startswith("application/json") and "POST" in response.json()["detail"]
     client.logout()
     assert client.get("/prompt").status_code == 401
+
+
+def test_a_chat_that_began_before_its_first_prompt_is_not_named_by_a_later_one(api, session, user):
+    from conversations.submit import prompt_submit
+
+    message_append(session=session, role="user", content="Imported first line")
+    message_append(session=session, role="assistant", content="Imported reply")
+    prompt_submit(user=user, text="A later prompt")
+    assert api.get("/chats").json()[0]["title"] == ""
