@@ -196,3 +196,15 @@ def test_serve_hands_due_prompts_to_the_worker_every_second(user, settings, monk
     assert serve.Command().run_due_schedules() == 1  # tasks run inline in the tests: the turn ran
     assert ScheduledRun.objects.get().status == ScheduledRun.Status.DONE
     assert serve.Command().run_due_schedules() == 0
+
+
+def test_check_schedules_once_queues_what_is_due(user, settings, monkeypatch):
+    from conversations.management.commands import check_schedules
+
+    settings.BUDDY_LLM = "offline"
+    monkeypatch.setattr(check_schedules, "close_old_connections", lambda: None)
+    schedule_create(user=user, text=CARD, at=timezone.now())
+    out = io.StringIO()
+    call_command("check_schedules", "--once", stdout=out)
+    assert "queued 1 scheduled prompt(s)" in out.getvalue()
+    assert ScheduledRun.objects.get().status == ScheduledRun.Status.DONE
