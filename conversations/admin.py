@@ -186,7 +186,7 @@ class MessageAdmin(ReadOnlyAdmin):
     def sent(self, obj: Message) -> str:
         return f"{obj.created_at:%Y-%m-%d %H:%M}"
 
-    @admin.display(description="chat (user · agent · chat id)", ordering="session__chat_id")
+    @admin.display(description="chat", ordering="session__chat_id")
     def chat(self, obj: Message) -> str:
         return str(obj.session)
 
@@ -215,12 +215,12 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "session",
         "kind",
         "model",
-        "input_tokens",
-        "cache_read_input_tokens",
-        "cache_creation_input_tokens",
-        "output_tokens",
-        "latency_ms",
-        "stop_reason",
+        "input",
+        "cache_read",
+        "cache_write",
+        "output",
+        "ms",
+        "stop",
         "failed",
     ]
     list_filter = ["kind", "model", "created_at"]
@@ -230,7 +230,32 @@ class ModelCallAdmin(ReadOnlyAdmin):
 
     @admin.display(description="when", ordering="created_at")
     def when(self, obj: ModelCall) -> str:
-        return f"{obj.created_at:%Y-%m-%d %H:%M:%S}"
+        return f"{obj.created_at:%Y-%m-%d %H:%M}"
+
+    # Short headings, so that every column fits a laptop screen beside the filters.
+    @admin.display(description="input", ordering="input_tokens")
+    def input(self, obj: ModelCall) -> int:
+        return obj.input_tokens
+
+    @admin.display(description="cache read", ordering="cache_read_input_tokens")
+    def cache_read(self, obj: ModelCall) -> int:
+        return obj.cache_read_input_tokens
+
+    @admin.display(description="cache write", ordering="cache_creation_input_tokens")
+    def cache_write(self, obj: ModelCall) -> int:
+        return obj.cache_creation_input_tokens
+
+    @admin.display(description="output", ordering="output_tokens")
+    def output(self, obj: ModelCall) -> int:
+        return obj.output_tokens
+
+    @admin.display(description="ms", ordering="latency_ms")
+    def ms(self, obj: ModelCall) -> int:
+        return obj.latency_ms
+
+    @admin.display(description="stop", ordering="stop_reason")
+    def stop(self, obj: ModelCall) -> str:
+        return obj.stop_reason
 
     @admin.display(boolean=True)
     def failed(self, obj: ModelCall) -> bool:

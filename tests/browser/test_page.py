@@ -337,4 +337,13 @@ def test_screenshots_of_the_page_at_390_px_and_the_admin_session_page(busy_chat,
     admin_page.locator(".field-transcript").scroll_into_view_if_needed()
     admin_page.evaluate("window.scrollTo(0, 0)")
     admin_page.screenshot(path=str(DOCS / "admin-session.png"))
+    # At 1280 px the message and model-call lists fit: no column pushed out of view.
+    for name in ["message", "modelcall"]:
+        admin_page.goto(f"{live_server_url}/admin/conversations/{name}/")
+        results = admin_page.locator("#changelist .results")
+        results.wait_for()
+        widths = results.evaluate("node => [node.scrollWidth, node.clientWidth]")
+        assert widths[0] <= widths[1], (name, widths)
+    admin_page.goto(f"{live_server_url}/admin/")
+    assert "Canvases" in admin_page.content() and "Canvass" not in admin_page.content()
     admin.close()
