@@ -168,6 +168,8 @@ def turn_run(
     Raises PromptInvalid/PromptTooLarge (nothing archived), TurnRunning (409), ModelFailed (502: the
     prompt and every step before the failure stay archived).
     """
+    if kind not in PROMPT_KINDS:
+        raise ValueError(f"kind must be one of {PROMPT_KINDS}")
     if prompt is None:
         prompt_check(text or "")
     # The lease, the prompt and whatever `on_prompt` records (an Idempotency-Key) commit together: a

@@ -935,7 +935,14 @@ class BuddyApp {
       return;
     }
     const { status, data } = answer;
-    if (status === 200 || status === 401 || status === 502) return; // the socket shows the turn (or its failure)
+    if (status === 200) {
+      // The socket has shown the turn as it ran; if it was away, the answer ends it here instead.
+      if (this.pendingRow) delete this.pendingRow.dataset.pending;
+      this.pendingRow = null;
+      this.onAssistantMessage({ text: data?.reply ?? "", message_id: data?.message_id ?? null });
+      return;
+    }
+    if (status === 401 || status === 502) return; // the login page, or the socket's model_failed frame
     const codes = { 409: "turn_running", 413: "too_large", 422: "invalid", 404: "unknown_agent", 429: "rate_limited" };
     this.onError({ code: codes[status] ?? "error", detail: asText(data?.detail) || `The server answered ${status}.` });
   }
