@@ -437,6 +437,8 @@ class BuddyApp {
     this.shownToolUseIds.clear();
     this.streamRow = null;
     this.streamText = "";
+    this.turnTexts = [];
+    this.failureRow = null;
     this.pendingRow = null;
     this.nextBefore = null;
     this.dom.loadEarlier.hidden = true;
@@ -501,6 +503,8 @@ class BuddyApp {
   // --- switching agent and chat -----------------------------------------------------------
 
   prepareForOtherConversation() {
+    this.hideCanvasPointer();
+    this.focusAfterRender = null;
     this.canvas = emptyState();
     this.canvasVersion = null;
     this.resetOnNextClear = true;
