@@ -45,7 +45,8 @@ from django.utils.crypto import constant_time_compare
 
 from canvas.elements import CanvasCommandError
 from canvas.limits import MAX_FRAME_BYTES
-from canvas.push import chat_group, user_group
+from canvas.push import chat_group, local_socket_closed, local_socket_opened, user_group
+from canvas.relay import relay_ensure_started
 from canvas.selectors import canvas_replay_frames
 from canvas.services import confirmation_answer
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
@@ -105,11 +106,11 @@ def _login_still_valid(user: Any, django_session: Any) -> bool:
     return not session_hash or constant_time_compare(session_hash, current.get_session_auth_hash())
 
 
-def _socket_turn(user: Any, django_session: Any, agent_slug: str, chat_id: str, text: str) -> None:
+def _socket_turn(user: Any, django_session: Any, agent_slug: str, chat_id: str, text: str, kind: str) -> None:
     try:
         if not _login_still_valid(user, django_session):
             raise LoginNoLongerValid()
-        prompt_submit(user=user, text=text, agent_slug=agent_slug, chat_id=chat_id)
+        prompt_submit(user=user, text=text, agent_slug=agent_slug, chat_id=chat_id, kind=kind)
     finally:
         close_old_connections()
 
@@ -209,6 +210,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     chat_id: str
     chat_group_name: str = ""
     opened = False  # connect() went through: the socket follows a chat
+    counted = False  # counted among this process's sockets (canvas/push.py)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -226,6 +228,9 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             await self.close()  # before accept(): the handshake is refused
             return
         self.user = user
+        local_socket_opened()
+        self.counted = True
+        relay_ensure_started()
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
         chat_id = chat_id_or_default(query.get("chat_id", [""])[-1])
         agent_slug = agent_or_default(query.get("agent", [""])[-1])
@@ -259,6 +264,11 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             frames = await _replay_frames(user.pk, agent.pk, chat_id)  # read again, after the join
         self.opened = True
         await self._send_all(frames)
+
+    async def disconnect(self, code: int) -> None:
+        if self.counted:
+            self.counted = False
+            local_socket_closed()
 
     async def _join(self, group: str) -> None:
         await self.channel_layer.group_add(group, self.channel_name)
@@ -377,7 +387,8 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             await _confirmation_answer(self.user.pk, self.agent.pk, self.chat_id, element_id, confirmed)
         except CanvasCommandError as error:
             raise FrameError(error.code, str(error)) from None
-        await self.start_turn(f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]")
+        answer = f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]"
+        await self.start_turn(answer, kind="confirmation")
 
     # Frame type → method name (names, so a subclass may override a handler).
     frame_handlers = {
@@ -390,19 +401,20 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
 
     # --- turns ------------------------------------------------------------------------------------
 
-    async def start_turn(self, text: str) -> None:
+    async def start_turn(self, text: str, kind: str = "typed") -> None:
         """Run `text` as a turn of this socket's chat, in a task: the consumer handles one event at a
         time, and its own deltas (group messages) must reach it while the turn runs. The turn pushes
-        `user_message`, `assistant_delta`, `assistant_message` (and a `model_failed` error) to every
-        socket of the chat; refusals (409, 413, …) answer this socket only."""
-        task = asyncio.create_task(self._turn(text))
+        `user_message`, `tool_use`, `tool_result`, `assistant_delta`, `assistant_message` (and a
+        `model_failed` error) to every socket of the chat; refusals (409, 413, …) answer this socket
+        only."""
+        task = asyncio.create_task(self._turn(text, kind))
         self.turn_tasks.add(task)
         task.add_done_callback(self.turn_tasks.discard)
 
-    async def _turn(self, text: str) -> None:
+    async def _turn(self, text: str, kind: str) -> None:
         try:
             await sync_to_async(_socket_turn, thread_sensitive=False, executor=turn_executor())(
-                self.user, self.scope.get("session"), self.agent.slug, self.chat_id, text
+                self.user, self.scope.get("session"), self.agent.slug, self.chat_id, text, kind
             )
         except ModelFailed:
             pass  # the turn already told every socket of the chat

@@ -3,6 +3,10 @@
 The database stays the source of truth: a layer may drop a message (channels-redis does past its
 capacity), and a client that sees a gap in the canvas `version` asks for a replay.
 
+With the in-memory channel layer of the embedded default, a layer reaches only its own process: a
+process with no sockets of its own (the task worker running a scheduled prompt) writes its group
+messages to the database instead, and the server process relays them (canvas/relay.py).
+
 A chat's group is named by what names the chat — (user, agent, chat_id) — not by the session's id:
 a socket may be opened on a chat that does not exist yet (it replays empty and creates nothing), and
 it must receive the chat's frames as soon as a prompt creates the session.
@@ -12,11 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from conversations.models import Session
 
@@ -50,9 +57,43 @@ def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
 
+# Sockets open in this process (counted by the consumer).
+_local_sockets = 0
+_database_writes = 0
+PRUNE_EVERY_WRITES = 500
+
+
+def local_socket_opened() -> None:
+    global _local_sockets
+    _local_sockets += 1
+
+
+def local_socket_closed() -> None:
+    global _local_sockets
+    _local_sockets = max(0, _local_sockets - 1)
+
+
+def layer_is_in_memory() -> bool:
+    return settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("InMemoryChannelLayer")
+
+
+def _through_database() -> bool:
+    """Whether this process's group messages must go through the database to reach any socket."""
+    return _local_sockets == 0 and layer_is_in_memory()
+
+
 def _group_send(group: str, message: dict[str, Any]) -> None:
     """Send now. A failing layer is logged, never raised: pushing is best effort."""
     try:
+        if _through_database():
+            from canvas.models import RelayedFrame
+
+            global _database_writes
+            RelayedFrame.objects.create(group=group, message=message)
+            _database_writes += 1
+            if _database_writes % PRUNE_EVERY_WRITES == 0:  # rows are relayed within a second; keep a minute
+                RelayedFrame.objects.filter(created_at__lt=timezone.now() - timedelta(minutes=1)).delete()
+            return
         async_to_sync(get_channel_layer().group_send)(group, message)
     except Exception:
         logger.exception("push to group %s failed", group)
@@ -65,6 +106,11 @@ def push_frame(session: Session | int, frame: dict[str, Any]) -> None:
 
 async def apush_frame(session: Session | int, frame: dict[str, Any]) -> None:
     group = await asession_group(session)
+    if _through_database():
+        from asgiref.sync import sync_to_async
+
+        await sync_to_async(_group_send, thread_sensitive=False)(group, {"type": "frame", "frame": frame})
+        return
     try:
         await get_channel_layer().group_send(group, {"type": "frame", "frame": frame})
     except Exception:

@@ -5,14 +5,54 @@ from __future__ import annotations
 import json
 
 from django.contrib import admin
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from conversations.llm import INPUT_PRICE, input_cost
 from conversations.models import Agent, ApiToken, Message, ModelCall, ScheduledPrompt, ScheduledRun, Session
+
+TRANSCRIPT_MESSAGES = 200  # the newest ones on a session's page; the message list has them all
+PREVIEW_CHARS = 160
+
+
+class AdminStyles:
+    css = {"all": ["buddy/admin.css"]}
+
+
+def message_label(message: Message) -> str:
+    """What a message is to a reader: a prompt, tool results (user-role by the API's rules), or the assistant."""
+    blocks = message.content if isinstance(message.content, list) else []
+    if message.role == Message.Role.USER and blocks and all(b.get("type") == "tool_result" for b in blocks):
+        return "tool results"
+    return "user" if message.role == Message.Role.USER else "assistant"
+
+
+def _tool_result_text(block: dict) -> str:
+    result = block.get("content", "")
+    if isinstance(result, list):
+        result = "\n".join(item.get("text", "") for item in result if isinstance(item, dict))
+    return str(result)
+
+
+def message_preview(message: Message) -> str:
+    """One line per message: its text, tool calls as `name(key=value, …)`, tool results as `→ result`."""
+    parts = []
+    for block in message.content if isinstance(message.content, list) else []:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(block.get("text", ""))
+        elif kind == "tool_use":
+            tool_input = block.get("input") if isinstance(block.get("input"), dict) else {}
+            arguments = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in tool_input.items())
+            parts.append(f"{block.get('name', '?')}({arguments})")
+        elif kind == "tool_result":
+            parts.append(("→ error: " if block.get("is_error") else "→ ") + _tool_result_text(block))
+    return Truncator(" · ".join(parts).replace("\n", " ")).chars(PREVIEW_CHARS)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -40,16 +80,55 @@ class SessionAdmin(ReadOnlyAdmin):
     list_filter = ["agent", "created_at"]
     search_fields = ["user__username", "chat_id"]
     list_select_related = ["user", "agent"]
-    readonly_fields = [
-        "user",
-        "agent",
-        "chat_id",
-        "window_start_id",
-        "turn_lease_expires_at",
-        "created_at",
-        "prompt_cache",
-    ]
-    exclude = ["turn_lease_id", "turn_cancel_requested"]
+    fields = ["user", "agent", "chat_id", "created_at", "related", "prompt_cache", "transcript", "window_start_id"]
+    readonly_fields = fields
+    Media = AdminStyles
+
+    @admin.display(description="see also")
+    def related(self, obj: Session) -> SafeString:
+        def changelist(name: str) -> str:
+            return reverse(f"admin:{name}_changelist") + f"?session__id__exact={obj.pk}"
+
+        links = [(changelist("conversations_message"), f"all {obj.messages.count()} messages")]
+        try:
+            canvas = obj.canvas
+        except ObjectDoesNotExist:
+            canvas = None
+        if canvas is not None:
+            links.append((reverse("admin:canvas_canvasstate_change", args=[obj.pk]), "canvas"))
+        links.append((changelist("conversations_modelcall"), f"{obj.model_calls.count()} model calls"))
+        summaries = obj.summaries.count()
+        if summaries:
+            links.append((changelist("memory_summary"), "summary" if summaries == 1 else f"{summaries} summaries"))
+        return format_html_join(" · ", '<a href="{}">{}</a>', links)
+
+    @admin.display(description="transcript")
+    def transcript(self, obj: Session) -> SafeString:
+        newest = list(obj.messages.order_by("-id")[: TRANSCRIPT_MESSAGES + 1])
+        more = len(newest) > TRANSCRIPT_MESSAGES
+        messages = list(reversed(newest[:TRANSCRIPT_MESSAGES]))
+        if not messages:
+            return format_html("{}", "(no messages)")
+        rows = format_html_join(
+            "",
+            '<li class="buddy-turn buddy-role-{}"><p class="buddy-meta"><a href="{}">#{}</a> <strong>{}</strong> '
+            "<time>{}</time></p>{}</li>",
+            (
+                (
+                    message_label(message).replace(" ", "-"),
+                    reverse("admin:conversations_message_change", args=[message.pk]),
+                    message.pk,
+                    message_label(message),
+                    f"{message.created_at:%Y-%m-%d %H:%M:%S} UTC",
+                    _render_blocks(message),
+                )
+                for message in messages
+            ),
+        )
+        note = format_html(
+            '<p class="buddy-meta">The newest {} messages; the message list has every one.</p>', TRANSCRIPT_MESSAGES
+        )
+        return format_html('{}<ol class="buddy-transcript">{}</ol>', note if more else "", rows)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Session]:
         return super().get_queryset(request).annotate(message_total=Count("messages"))
@@ -86,84 +165,127 @@ class SessionAdmin(ReadOnlyAdmin):
 def _render_block(block: dict) -> str:
     kind = block.get("type")
     if kind == "text":
-        return format_html('<div class="buddy-text" style="white-space:pre-wrap">{}</div>', block.get("text", ""))
+        return format_html('<div class="buddy-text">{}</div>', block.get("text", ""))
     if kind == "tool_use":
         return format_html(
-            "<div><strong>tool call</strong> <code>{}</code> (<code>{}</code>)"
-            '<pre style="white-space:pre-wrap">{}</pre></div>',
+            '<div class="buddy-tool"><strong>tool call</strong> <code>{}</code> (<code>{}</code>)'
+            '<pre class="buddy-pre">{}</pre></div>',
             block.get("name", ""),
             block.get("id", ""),
             json.dumps(block.get("input", {}), ensure_ascii=False, indent=2),
         )
     if kind == "tool_result":
-        result = block.get("content", "")
-        if isinstance(result, list):
-            result = "\n".join(item.get("text", "") for item in result if isinstance(item, dict))
         return format_html(
-            '<div><strong>tool result</strong> for <code>{}</code>{}<pre style="white-space:pre-wrap">{}</pre></div>',
+            '<div class="buddy-tool"><strong>tool result</strong> for <code>{}</code>{}'
+            '<pre class="buddy-pre">{}</pre></div>',
             block.get("tool_use_id", ""),
             " (error)" if block.get("is_error") else "",
-            result,
+            _tool_result_text(block),
         )
-    return format_html("<pre>{}</pre>", json.dumps(block, ensure_ascii=False, indent=2))
+    return format_html('<pre class="buddy-pre">{}</pre>', json.dumps(block, ensure_ascii=False, indent=2))
+
+
+def _render_blocks(message: Message) -> SafeString:
+    blocks = message.content if isinstance(message.content, list) else []
+    return format_html_join("", "{}", ((_render_block(block),) for block in blocks if isinstance(block, dict)))
 
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ["id", "created_at", "user", "agent", "chat", "role", "preview", "tokens"]
+    list_display = ["id", "sent", "chat", "kind", "preview", "tokens"]
     list_filter = ["role", "session__agent", "session__user", "created_at"]
     search_fields = ["search_text", "session__user__username", "session__chat_id"]
     date_hierarchy = "created_at"
     list_select_related = ["session__user", "session__agent"]
-    fields = ["session", "role", "created_at", "tokens", "is_turn_start", "rendered_content"]
+    fields = ["session_link", "kind", "created_at", "tokens", "is_turn_start", "rendered_content"]
     readonly_fields = fields
     show_full_result_count = False  # COUNT(*) over a large archive on every page load is not free
+    Media = AdminStyles
 
-    @admin.display(ordering="session__user__username")
-    def user(self, obj: Message) -> str:
-        return obj.session.user.get_username()
+    @admin.display(description="sent", ordering="created_at")
+    def sent(self, obj: Message) -> str:
+        return f"{obj.created_at:%Y-%m-%d %H:%M}"
 
-    @admin.display(ordering="session__agent__slug")
-    def agent(self, obj: Message) -> str:
-        return obj.session.agent.slug
-
-    @admin.display(ordering="session__chat_id")
+    @admin.display(description="chat", ordering="session__chat_id")
     def chat(self, obj: Message) -> str:
-        return obj.session.chat_id
+        return str(obj.session)
+
+    @admin.display(description="role", ordering="role")
+    def kind(self, obj: Message) -> str:
+        return message_label(obj)
 
     @admin.display(description="content")
     def preview(self, obj: Message) -> str:
-        return Truncator(obj.search_text.replace("\n", " ")).chars(100)
+        return message_preview(obj)
+
+    @admin.display(description="session")
+    def session_link(self, obj: Message) -> SafeString:
+        url = reverse("admin:conversations_session_change", args=[obj.session_id])
+        return format_html('<a href="{}">{}</a> (its transcript)', url, obj.session)
 
     @admin.display(description="content")
-    def rendered_content(self, obj: Message) -> str:
-        blocks = obj.content if isinstance(obj.content, list) else []
-        return format_html_join("", "{}", ((_render_block(block),) for block in blocks if isinstance(block, dict)))
+    def rendered_content(self, obj: Message) -> SafeString:
+        return _render_blocks(obj)
 
 
 @admin.register(ModelCall)
 class ModelCallAdmin(ReadOnlyAdmin):
     list_display = [
-        "created_at",
+        "when",
         "session",
         "kind",
         "model",
-        "input_tokens",
-        "cache_read_input_tokens",
-        "cache_creation_5m_input_tokens",
-        "cache_creation_1h_input_tokens",
-        "input_cost",
-        "output_tokens",
-        "latency_ms",
-        "stop_reason",
+        "input",
+        "cache_read",
+        "write_5m",
+        "write_1h",
+        "cost",
+        "output",
+        "ms",
+        "stop",
         "failed",
     ]
     list_filter = ["kind", "model", "created_at"]
     date_hierarchy = "created_at"
     list_select_related = ["session__user", "session__agent"]
+    Media = AdminStyles
 
-    @admin.display(description="input cost (base input tokens)")
-    def input_cost(self, obj: ModelCall) -> str:
+    @admin.display(description="when", ordering="created_at")
+    def when(self, obj: ModelCall) -> str:
+        return f"{obj.created_at:%Y-%m-%d %H:%M}"
+
+    # Short headings, so that every column fits a laptop screen beside the filters.
+    @admin.display(description="input", ordering="input_tokens")
+    def input(self, obj: ModelCall) -> int:
+        return obj.input_tokens
+
+    @admin.display(description="cache read", ordering="cache_read_input_tokens")
+    def cache_read(self, obj: ModelCall) -> int:
+        return obj.cache_read_input_tokens
+
+    @admin.display(description="write 5m", ordering="cache_creation_5m_input_tokens")
+    def write_5m(self, obj: ModelCall) -> int:
+        return obj.cache_creation_5m_input_tokens
+
+    @admin.display(description="write 1h", ordering="cache_creation_1h_input_tokens")
+    def write_1h(self, obj: ModelCall) -> int:
+        return obj.cache_creation_1h_input_tokens
+
+    @admin.display(description="output", ordering="output_tokens")
+    def output(self, obj: ModelCall) -> int:
+        return obj.output_tokens
+
+    @admin.display(description="ms", ordering="latency_ms")
+    def ms(self, obj: ModelCall) -> int:
+        return obj.latency_ms
+
+    @admin.display(description="stop", ordering="stop_reason")
+    def stop(self, obj: ModelCall) -> str:
+        return obj.stop_reason
+
+    @admin.display(description="cost")
+    def cost(self, obj: ModelCall) -> str:
+        """The call's input in base input tokens (reads 0.1×, 5-minute writes 1.25×, 1-hour writes 2×)."""
         return f"{input_cost({name: getattr(obj, name) for name in INPUT_PRICE}):,.0f}"
 
     @admin.display(boolean=True)

@@ -2,14 +2,15 @@ from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
-from django.http import HttpRequest
+from django.http import HttpRequest, JsonResponse
 from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
 from conversations import selectors
 from conversations.limits import RateLimited
-from conversations.schemas import AgentOut, ChatOut, ErrorOut, HistoryOut, PlainText, PromptIn, PromptOut
+from conversations.schemas import AgentOut, ChatOut, ChatRenameIn, ErrorOut, HistoryOut, PlainText, PromptIn, PromptOut
+from conversations.services import InvalidTitle, session_rename
 from conversations.submit import prompt_submit
 from conversations.turn import TurnError
 
@@ -49,17 +50,45 @@ async def prompt(request: HttpRequest, payload: PromptIn):
     return await sync_to_async(_submit, thread_sensitive=False)(user, payload, key)
 
 
+@router.api_operation(["GET", "PUT", "PATCH", "DELETE"], "/prompt", include_in_schema=False)
+def prompt_other_methods(request: HttpRequest):
+    """Any other method than POST: a JSON 405 like every other error of the API (after authentication)."""
+    return JsonResponse({"detail": "Send a prompt with POST."}, status=405, headers={"Allow": "POST"})
+
+
 @router.get("/agents", response={200: list[AgentOut], **AUTH_ERRORS}, summary="The agents a user can talk to")
 def agents(request: HttpRequest):
     return [AgentOut(id=a.slug, name=a.name, avatar=a.avatar) for a in selectors.agent_list()]
 
 
+def _chat_out(session, *, last_message_at=None, messages: int = 0) -> ChatOut:
+    return ChatOut(
+        agent=session.agent.slug,
+        chat_id=session.chat_id,
+        title=session.title,
+        last_message_at=last_message_at,
+        messages=messages,
+    )
+
+
 @router.get("/chats", response={200: list[ChatOut], **AUTH_ERRORS}, summary="The user's conversations")
 def chats(request: HttpRequest):
     return [
-        ChatOut(agent=s.agent.slug, chat_id=s.chat_id, last_message_at=s.last_message_at, messages=s.message_count)
+        _chat_out(s, last_message_at=s.last_message_at, messages=s.message_count)
         for s in selectors.session_list(user=request.user)
     ]
+
+
+@router.patch("/chats", response={200: ChatOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut}, summary="Rename a chat")
+def chat_rename(request: HttpRequest, payload: ChatRenameIn):
+    """Give one of the user's chats a title (new chats are named after their first prompt)."""
+    session = owned_session(request, ChatQuery(agent=payload.agent, chat_id=payload.chat_id))
+    try:
+        session_rename(session=session, title=payload.title)
+    except InvalidTitle as exc:
+        return Status(422, {"detail": str(exc)})
+    stats = selectors.session_list(user=request.user).get(pk=session.pk)
+    return _chat_out(session, last_message_at=stats.last_message_at, messages=stats.message_count)
 
 
 class ChatQuery(Schema):

@@ -59,7 +59,9 @@ def parse_line(line_number: int, line: str) -> ImportLine:
     try:
         record = json.loads(line, parse_float=_finite_float, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
-        raise ImportLineError(line_number, f"not valid JSON ({exc.msg})") from exc
+        # exc.msg alone may end mid-sentence ("Invalid control character at"): say where.
+        reason = f"{exc.msg.removesuffix(' at')} at column {exc.colno}"
+        raise ImportLineError(line_number, f"not valid JSON ({reason})") from exc
     except RecursionError:
         raise ImportLineError(line_number, "nested too deeply") from None
     except ValueError as exc:  # a number out of range, NaN, an integer of thousands of digits

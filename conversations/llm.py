@@ -30,6 +30,7 @@ class ModelReply:
     usage: dict[str, int] = field(default_factory=dict)
     stopped_early: bool = False  # cancelled mid-stream: `content` holds what had arrived
     latency_ms: int = 0
+    model: str = ""  # the model that answered, as the provider names it (empty: the one asked for)
 
 
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
@@ -116,6 +117,7 @@ class AnthropicClient:
                             usage=usage_dict(snapshot.usage),
                             stopped_early=True,
                             latency_ms=int((time.monotonic() - started) * 1000),
+                            model=snapshot.model or model,
                         )
                 final = stream.get_final_message()
         except self._failures as exc:
@@ -125,6 +127,7 @@ class AnthropicClient:
             stop_reason=final.stop_reason or "end_turn",
             usage=usage_dict(final.usage),
             latency_ms=int((time.monotonic() - started) * 1000),
+            model=final.model or model,
         )
 
     def complete(self, *, model, system, prompt, max_tokens) -> ModelReply:
@@ -140,6 +143,7 @@ class AnthropicClient:
             stop_reason=final.stop_reason or "end_turn",
             usage=usage_dict(final.usage),
             latency_ms=int((time.monotonic() - started) * 1000),
+            model=final.model or model,
         )
 
 
@@ -163,14 +167,26 @@ def describe_api_error(exc: Exception) -> str:
     return f"The model stream broke off: {exc}"
 
 
+# What the admin and the stats call the offline demo model, whatever BUDDY_MODEL says: nobody should
+# believe Claude answered.
+OFFLINE_MODEL = "buddy-offline-demo"
+
+
 class OfflineClient:
-    """A tiny deterministic model for demos and browser tests (contract §8), no network.
+    """A tiny deterministic model for demos and browser tests (README: the offline demo model), no network.
 
     A prompt `CANVAS: [{"name": TOOL, "input": {...}}, ...]` makes exactly those tool calls; after
     their results it says which succeeded. Anything else gets a short echo. It streams word by word.
+    Its usage counts the request's characters / 4 as input tokens, the way the archive estimates them.
     """
 
     def stream(self, *, model, system, messages, tools, max_tokens, on_text, should_stop) -> ModelReply:
+        reply = self._answer(messages, on_text, should_stop)
+        reply.model = OFFLINE_MODEL
+        reply.usage["input_tokens"] = _estimate({"system": system, "messages": messages, "tools": tools})
+        return reply
+
+    def _answer(self, messages, on_text, should_stop) -> ModelReply:
         last = messages[-1]
         results = [b for b in last["content"] if b.get("type") == "tool_result"]
         if results:
@@ -196,14 +212,15 @@ class OfflineClient:
                     {"type": "tool_use", "id": f"toolu_offline_{count + i}", "name": c["name"], "input": c["input"]}
                     for i, c in enumerate(calls)
                 ]
-                return ModelReply(content=blocks, stop_reason="tool_use", usage=_usage(messages, blocks))
+                return ModelReply(content=blocks, stop_reason="tool_use", usage={"output_tokens": _estimate(blocks)})
         answer = re.sub(r"\s+", " ", prompt).strip()[:500]
         return self._say(f"(offline demo) You said: {answer}", on_text, should_stop)
 
     def complete(self, *, model, system, prompt, max_tokens) -> ModelReply:
         text = re.sub(r"\s+", " ", prompt).strip()[: max_tokens * 4]
         blocks = [{"type": "text", "text": text or "(nothing yet)"}]
-        return ModelReply(content=blocks, stop_reason="end_turn", usage={"input_tokens": len(prompt) // 4})
+        usage = {"input_tokens": _estimate({"system": system, "prompt": prompt}), "output_tokens": _estimate(blocks)}
+        return ModelReply(content=blocks, stop_reason="end_turn", usage=usage, model=OFFLINE_MODEL)
 
     def _say(self, text: str, on_text, should_stop) -> ModelReply:
         sent = []
@@ -229,8 +246,8 @@ def _result_text(block: dict[str, Any]) -> str:
     return str(content)
 
 
-def _usage(messages: list[dict[str, Any]], blocks: list[dict[str, Any]]) -> dict[str, int]:
-    return {"input_tokens": len(json.dumps(messages)) // 4, "output_tokens": len(json.dumps(blocks)) // 4}
+def _estimate(value: Any) -> int:
+    return max(1, len(json.dumps(value, ensure_ascii=False, separators=(",", ":"))) // 4)
 
 
 @cache

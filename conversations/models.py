@@ -10,6 +10,8 @@ from django.utils import timezone
 
 from conversations.content import CHAT_ID_RE
 
+TITLE_MAX_CHARS = 100
+
 chat_id_validator = RegexValidator(CHAT_ID_RE, "A chat id is 1–64 characters of A-Z a-z 0-9 _ . : -")
 
 
@@ -34,6 +36,8 @@ class Session(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="buddy_sessions")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
     chat_id = models.CharField(max_length=64, validators=[chat_id_validator])
+    # What the chat picker shows: the start of the first prompt, until the user renames the chat.
+    title = models.CharField(max_length=TITLE_MAX_CHARS, blank=True, default="")
     # The id of the window's first message. It only moves forward (contract §3 rule 5) and is stored so
     # that every process and every restart sends the same prefix; 0 means "from the beginning".
     window_start_id = models.BigIntegerField(default=0)

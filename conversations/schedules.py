@@ -204,7 +204,7 @@ def scheduled_run_execute(*, run_id: int) -> str:
                 if run.prompt_id:  # a worker died mid-turn: finish that turn, never a second prompt
                     turn_run(session=session, prompt=run.prompt)
                 else:
-                    turn_run(session=session, text=schedule.text, on_prompt=remember)
+                    turn_run(session=session, text=schedule.text, on_prompt=remember, kind="scheduled")
                 break
             except TurnRunning:
                 time.sleep(1)

@@ -29,8 +29,15 @@ class AgentOut(Schema):
 class ChatOut(Schema):
     agent: str
     chat_id: str
+    title: str = Field("", description="The start of the chat's first prompt, or the name the user gave it.")
     last_message_at: datetime | None
     messages: int
+
+
+class ChatRenameIn(Schema):
+    title: PlainText = Field(..., description="The chat's new name, 1–100 characters.")
+    agent: PlainText | None = Field(None, description="An agent's slug; default `buddy`.")
+    chat_id: PlainText | None = Field(None, description="The chat to rename; default `main`.")
 
 
 class PromptIn(Schema):
@@ -59,6 +66,9 @@ class HistoryMessageOut(Schema):
     role: str
     content: list[dict[str, Any]]
     created_at: datetime
+    kind: str | None = Field(
+        None, description="What started the turn, on a turn's first message: `typed`, `confirmation` or `scheduled`."
+    )
 
 
 class HistoryOut(Schema):

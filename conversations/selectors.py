@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Max, QuerySet
 
 from conversations.content import agent_or_default, chat_id_or_default
-from conversations.models import Agent, Session
+from conversations.models import Agent, ScheduledRun, Session
+
+# A confirmation answer as the page archives it: `[confirmation ID: confirmed|declined]`.
+CONFIRMATION_ANSWER_RE = re.compile(r"\[confirmation [^\]]*: (?:confirmed|declined)\]")
 
 
 def session_get(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session | None:
@@ -38,6 +43,27 @@ def history_page(*, session: Session, limit: int, before: int | None) -> tuple[l
     rows = Message.objects.filter(session=session).order_by("-id")
     if before is not None:
         rows = rows.filter(id__lt=before)
-    page = list(rows.only("id", "role", "content", "created_at")[: limit + 1])
+    page = list(rows.only("id", "role", "content", "created_at", "is_turn_start")[: limit + 1])
     has_more = len(page) > limit
-    return list(reversed(page[:limit])), has_more
+    page = list(reversed(page[:limit]))
+    prompt_kinds_set(page)
+    return page, has_more
+
+
+def prompt_kinds_set(messages: list) -> None:
+    """Set `kind` on each message: what started the turn (`typed`, `confirmation`, `scheduled`) for a
+    turn start, None for any other message. One query, for the scheduled ones."""
+    starts = [message.id for message in messages if message.is_turn_start]
+    scheduled = set(ScheduledRun.objects.filter(prompt_id__in=starts).values_list("prompt_id", flat=True))
+    for message in messages:
+        if not message.is_turn_start:
+            message.kind = None
+        elif message.id in scheduled:
+            message.kind = "scheduled"
+        elif any(
+            block.get("type") == "text" and CONFIRMATION_ANSWER_RE.fullmatch(block.get("text", "").strip())
+            for block in message.content
+        ):
+            message.kind = "confirmation"
+        else:
+            message.kind = "typed"

@@ -22,8 +22,14 @@ from conversations.content import (
     normalize_content,
     readable_text,
 )
-from conversations.models import Agent, ApiToken, Message, ModelCall, Session
+from conversations.models import TITLE_MAX_CHARS, Agent, ApiToken, Message, ModelCall, Session
 from memory.search.text import index_terms, join_terms, search_context
+
+AUTO_TITLE_CHARS = 60
+
+
+class InvalidTitle(ValueError):
+    pass
 
 
 class UnknownAgent(LookupError):
@@ -46,6 +52,32 @@ def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, cha
             session.save()
     except IntegrityError:  # another request created it first
         session = Session.objects.get(user=user, agent=agent, chat_id=chat_id)
+    return session
+
+
+def session_title_from_prompt(*, session: Session, prompt: Message) -> None:
+    """Name an untitled chat after its first prompt: its first line, at most AUTO_TITLE_CHARS. A chat
+    whose first messages came another way (an import) keeps its chat id as its name."""
+    if session.title or Message.objects.filter(session=session, id__lt=prompt.id).exists():
+        return
+    text = "\n".join(block.get("text", "") for block in prompt.content if block.get("type") == "text")
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    title = " ".join(line.split())
+    if len(title) > AUTO_TITLE_CHARS:
+        title = title[: AUTO_TITLE_CHARS - 1].rstrip() + "…"
+    if title and Session.objects.filter(pk=session.pk, title="").update(title=title):
+        session.title = title
+
+
+def session_rename(*, session: Session, title: str) -> Session:
+    """Set the title the user chose. Raises InvalidTitle for an empty or too long one."""
+    title = " ".join(title.split()) if isinstance(title, str) else ""
+    if not title:
+        raise InvalidTitle("A chat's title must not be empty.")
+    if len(title) > TITLE_MAX_CHARS:
+        raise InvalidTitle(f"A chat's title is at most {TITLE_MAX_CHARS} characters.")
+    Session.objects.filter(pk=session.pk).update(title=title)
+    session.title = title
     return session
 
 
@@ -159,12 +191,13 @@ def model_call_record(
     *, session: Session, kind: str, model: str, reply: Any, started: float, error: str = ""
 ) -> ModelCall:
     """Record one call to the model provider with its usage (a failed call: `reply` None, `error` set).
-    `started` is the call's `time.monotonic()` start; usage figures the provider left out count as 0."""
+    `started` is the call's `time.monotonic()` start; usage figures the provider left out count as 0.
+    The model recorded is the one that answered (the offline demo model says so), else `model`."""
     usage = reply.usage if reply is not None else {}
     return ModelCall.objects.create(
         session=session,
         kind=kind,
-        model=model,
+        model=(reply.model if reply is not None and reply.model else model),
         input_tokens=usage.get("input_tokens") or 0,
         output_tokens=usage.get("output_tokens") or 0,
         cache_read_input_tokens=usage.get("cache_read_input_tokens") or 0,

@@ -63,8 +63,10 @@ def prompt_submit(
     agent_slug: str | None = None,
     chat_id: str | None = None,
     idempotency_key: str | None = None,
+    kind: str = "typed",
 ) -> Answer:
     """Run one turn and answer as `POST /prompt` does. Raises TurnError subclasses for refusals.
+    `kind` says what started it (turn_run).
 
     With a key, the key's record is written in the transaction that takes the turn's lease and
     archives the prompt: a record never exists without its prompt, and a prompt never without its
@@ -74,7 +76,7 @@ def prompt_submit(
     if not idempotency_key:
         prompt_rate_check(user_id=user.pk)  # before the chat is made: a refused prompt creates nothing
         session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
-        return _ok(session, turn_run(session=session, text=text))
+        return _ok(session, turn_run(session=session, text=text, kind=kind))
     if text_problem(idempotency_key):
         raise PromptInvalid(f"The Idempotency-Key {text_problem(idempotency_key)}.")
     key = idempotency_key[:255]
@@ -88,7 +90,7 @@ def prompt_submit(
         IdempotencyKey.objects.create(user=user, key=key, session=session, prompt=prompt)
 
     try:
-        answer = _ok(session, turn_run(session=session, text=text, on_prompt=remember_prompt))
+        answer = _ok(session, turn_run(session=session, text=text, on_prompt=remember_prompt, kind=kind))
     except IntegrityError:
         # The same key committed first (its turn ended between our look-up and our lease): our
         # prompt was rolled back with the record, so answer as that request did.

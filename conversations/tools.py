@@ -61,7 +61,8 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any]) -> Too
             return ToolOutcome(schedule_from_tool(session=session, tool_input=tool_input))
         except ScheduleError as exc:
             return ToolOutcome(f"schedule_prompt failed: {exc}", is_error=True)
-    return ToolOutcome(f"Unknown tool {name!r}.", is_error=True)
+    known = ", ".join(sorted(tool["name"] for tool in tool_definitions()))
+    return ToolOutcome(f"Unknown tool {name!r}. The tools are: {known}.", is_error=True)
 
 
 def tool_round_run(*, session: Session, tool_uses: list[dict[str, Any]]) -> Message:

@@ -26,12 +26,16 @@ from conversations.content import estimate_tokens, json_text_cleaned, text_of, t
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.prompt import model_for, request_build
-from conversations.services import message_append, model_call_record
+from conversations.services import message_append, model_call_record, session_title_from_prompt
 from conversations.tools import tool_round_run
 
 logger = logging.getLogger(__name__)
 
 CANCEL_POLL_SECONDS = 0.5
+TOOL_SUMMARY_CHARS = 200  # of a tool result, in its `tool_result` frame
+
+# What started a turn, in its `user_message` frame (README: WebSocket frames).
+PROMPT_KINDS = ("typed", "confirmation", "scheduled")
 
 
 class TurnError(Exception):
@@ -160,12 +164,16 @@ def turn_run(
     text: str | None = None,
     prompt: Message | None = None,
     on_prompt: Callable[[Message], None] | None = None,
+    kind: str = "typed",
 ) -> TurnResult:
     """Run one turn for a new prompt `text`, or resume the turn of an already archived `prompt`.
+    `kind` (one of PROMPT_KINDS) says what the prompt is, for the pages showing it.
 
     Raises PromptInvalid/PromptTooLarge (nothing archived), TurnRunning (409), ModelFailed (502: the
     prompt and every step before the failure stay archived).
     """
+    if kind not in PROMPT_KINDS:
+        raise ValueError(f"kind must be one of {PROMPT_KINDS}")
     if prompt is None:
         prompt_check(text or "")
     # The lease, the prompt and whatever `on_prompt` records (an Idempotency-Key) commit together: a
@@ -174,7 +182,8 @@ def turn_run(
         lease_id = turn_lease_acquire(session=session)
         if prompt is None:
             prompt = message_append(session=session, role="user", content=text)
-            push_frame_on_commit(session, {"type": "user_message", "text": text, "message_id": prompt.id})
+            session_title_from_prompt(session=session, prompt=prompt)
+            push_frame_on_commit(session, {"type": "user_message", "text": text, "message_id": prompt.id, "kind": kind})
             if on_prompt is not None:
                 on_prompt(prompt)
     try:
@@ -249,7 +258,11 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
         tool_uses = [block for block in content if block.get("type") == "tool_use"]
         if not tool_uses:
             break
-        tool_round_run(session=session, tool_uses=tool_uses)
+        for block in tool_uses:
+            push_frame(session, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": block["input"]})
+        results = tool_round_run(session=session, tool_uses=tool_uses)
+        for block in results.content:
+            push_frame(session, _tool_result_frame(block))
         tool_rounds += 1
         if tool_rounds >= settings.BUDDY_MAX_TOOL_ROUNDS and not stopper(now_or_never=True):
             notice = (
@@ -262,6 +275,21 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
     reply_text = "\n\n".join(spoken)
     message_id = last_message.id if last_message is not None and last_message.role == "assistant" else None
     return TurnResult(reply=reply_text, message_id=message_id, prompt_id=prompt.id, cancelled=stopper.stopped)
+
+
+def _tool_result_frame(block: dict) -> dict:
+    content = block.get("content", "")
+    if isinstance(content, list):
+        content = " ".join(item.get("text", "") for item in content if isinstance(item, dict))
+    summary = str(content)
+    if len(summary) > TOOL_SUMMARY_CHARS:
+        summary = summary[: TOOL_SUMMARY_CHARS - 1] + "…"
+    return {
+        "type": "tool_result",
+        "tool_use_id": block.get("tool_use_id", ""),
+        "is_error": bool(block.get("is_error")),
+        "summary": summary,
+    }
 
 
 def _archivable(reply: ModelReply) -> list[dict]:

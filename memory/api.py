@@ -19,12 +19,13 @@ ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
     response={200: SearchOut, **ERRORS},
     summary="Search this chat's history",
     description="Messages of one chat matching a natural-language query, best first (higher `score` is "
-    "better). `snippet` is plain text with the matched words between `[` and `]`.",
+    "better). `snippet` is the text as it is with the matched words between `[` and `]`; a `[`, `]` or "
+    "`\\` of the text itself is preceded by a backslash.",
 )
 def memory_search(request: HttpRequest, params: Query[SearchIn]):
     session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
     if session is None:
-        return Status(404, ErrorOut(detail="Chat not found."))
+        return Status(404, ErrorOut(detail="No such chat."))
     hits = search_history(session=session, query=params.q, limit=params.limit)
     results = [
         SearchResultOut(
@@ -45,5 +46,5 @@ def memory_search(request: HttpRequest, params: Query[SearchIn]):
 def memory_stats_view(request: HttpRequest, params: Query[ChatIn]):
     session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
     if session is None:
-        return Status(404, ErrorOut(detail="Chat not found."))
+        return Status(404, ErrorOut(detail="No such chat."))
     return Status(200, memory_stats(session=session))

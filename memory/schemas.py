@@ -9,7 +9,7 @@ from conversations.schemas import PlainText
 
 
 class SearchIn(Schema):
-    q: str = Field("", description="A natural-language query; any text is accepted.")
+    q: str = Field(..., min_length=1, description="A natural-language query; any non-empty text is accepted.")
     chat_id: str | None = Field(None, pattern=CHAT_ID_RE.pattern.replace("{1,64}", "{0,64}"))
     agent: PlainText | None = Field(None, max_length=64)
     limit: int = Field(5, ge=1, le=50)
@@ -19,7 +19,10 @@ class SearchResultOut(Schema):
     id: int
     role: str
     created_at: datetime
-    snippet: str = Field(description="Plain text; the matched words are between [ and ].")
+    snippet: str = Field(
+        description="The text as it is; the matched words are between [ and ]; a [, ] or \\ of the text is escaped "
+        "with a backslash."
+    )
     score: float = Field(description="Higher is better.")
 
 

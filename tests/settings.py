@@ -7,6 +7,7 @@ environment and use buddy.settings.
 """
 
 import os
+import sys
 import uuid
 
 # A server process a test starts (daphne, a worker) loads these settings too: it inherits the test's
@@ -36,3 +37,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Static files from the finders, with no collectstatic: also in the server processes tests start, where
 # DEBUG is off as in production.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
+
+# The server relays frames the task worker writes to the database (canvas/relay.py); the test process
+# itself never relays (its consumers' sockets are in this process), the daphne it starts does.
+BUDDY_FRAME_RELAY = "pytest" not in sys.modules

@@ -257,7 +257,8 @@ def snippet(text: str, terms: Iterable[str], *, window: int = SNIPPET_TOKENS) ->
     """Plain text around the best cluster of matches, each match between `[` and `]`.
 
     The window of `window` tokens holding the most distinct query terms is chosen (earliest on ties).
-    Brackets already in the text become parentheses, so every bracket in a snippet marks a match.
+    The text is quoted as it is, except that a `[`, `]` or `\\` of its own is preceded by a backslash:
+    every bracket without one marks a match.
     """
     wanted = set(terms)
     # Stemming only rewrites endings (and a few irregular forms), so a token can only match a term it
@@ -299,14 +300,27 @@ def snippet(text: str, terms: Iterable[str], *, window: int = SNIPPET_TOKENS) ->
     parts.append(_clean(text[cursor:end_char]))
     body = "".join(parts).strip()
     if len(body) > SNIPPET_MAX_CHARS:
-        body = body[:SNIPPET_MAX_CHARS].rstrip()
-        if body.count("[") > body.count("]"):
-            body = body[: body.rfind("[")].rstrip()
-        body += "…"
+        body = body[:SNIPPET_MAX_CHARS]
+        # Never end inside an escape or inside a match: find the marks, skipping escaped characters.
+        open_mark, index = -1, 0
+        while index < len(body):
+            if body[index] == "\\":
+                if index + 1 == len(body):
+                    body = body[:index]  # a backslash whose character was cut off
+                    break
+                index += 2
+                continue
+            if body[index] in "[]":
+                open_mark = index if body[index] == "[" else -1
+            index += 1
+        if open_mark >= 0:
+            body = body[:open_mark]
+        body = body.rstrip() + "…"
     prefix = "…" if start_char > 0 else ""
     suffix = "…" if end_char < len(text) and not body.endswith("…") else ""
     return prefix + body + suffix
 
 
 def _clean(text: str) -> str:
-    return _SPACE_RE.sub(" ", text.replace("[", "(").replace("]", ")"))
+    escaped = text.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]")
+    return _SPACE_RE.sub(" ", escaped)

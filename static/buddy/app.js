@@ -2,7 +2,17 @@
 // Frames follow contract §6; endpoints contract §4.
 
 import { isCompact, renderCanvas } from "./canvas.js";
-import { assistantMessage, historyMessage, noticeMessage, setAssistantText, userMessage } from "./conversation.js";
+import {
+  addFailureChip,
+  addToolChip,
+  assistantMessage,
+  historyMessage,
+  noticeMessage,
+  setAssistantText,
+  stamp,
+  toolFailureRow,
+  userMessage,
+} from "./conversation.js";
 import { emptyState, reduce } from "./reducer.js";
 import { ReconnectingSocket, socketUrl } from "./socket.js";
 
@@ -11,6 +21,18 @@ const HISTORY_PAGE = 50;
 const CLOSE_LOGGED_OUT = 4401; // the server closes every socket of a user who logged out
 const CHAT_ID = /^[A-Za-z0-9_.:-]{1,64}$/;
 const TOAST_LEVELS = ["info", "success", "warning", "error"];
+const MAX_FRAME_BYTES = 65536; // a bigger prompt goes over HTTP (POST /prompt), which answers as the API does
+const TITLE_CHARS = 28; // of a chat's name in the picker (20 on a narrow screen), so the label always fits
+// Commands that add or change an element: the page brings it into view.
+const ELEMENT_COMMANDS = new Set([
+  "canvas_add_card",
+  "canvas_show_text",
+  "canvas_show_chart",
+  "canvas_show_table",
+  "canvas_play_media",
+  "canvas_show_confirmation",
+  "canvas_update_card",
+]);
 const DEMO_PROMPT = `CANVAS: ${JSON.stringify([
   { name: "canvas_add_card", input: { id: "welcome", title: "Hello from the canvas", body: "Cards, **charts**, tables and more appear here." } },
   {
@@ -48,6 +70,7 @@ function asText(value) {
 
 const ERROR_TITLES = {
   model_failed: "The model provider failed",
+  rate_limited: "Too many requests",
   turn_running: "A reply is still being written",
   too_large: "That message is too long",
   prompt_too_large: "That message is too long",
@@ -57,6 +80,11 @@ const ERROR_TITLES = {
 };
 
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+
+function shorten(text, limit) {
+  const chars = [...text];
+  return chars.length > limit ? `${chars.slice(0, limit - 1).join("").trimEnd()}…` : text;
+}
 
 function ago(isoDate) {
   const date = new Date(isoDate);
@@ -99,8 +127,14 @@ class BuddyApp {
     this.running = false;
     this.streamRow = null;
     this.streamText = "";
+    this.turnTexts = []; // text already shown in earlier rows of the running turn (rounds of tool calls)
+    this.failureRow = null;
+    this.chatsLoaded = false;
+    this.chatsPromise = Promise.resolve();
+    this.focusAfterRender = null; // a confirmation just answered: keep focus on it across re-renders
     this.pendingRow = null;
     this.shownIds = new Set();
+    this.shownToolUseIds = new Set(); // tool calls shown live (their frames carry no message id)
     this.nextBefore = null;
     this.loadingEarlier = false;
     this.historyGeneration = 0;
@@ -145,9 +179,9 @@ class BuddyApp {
     this.updateTitle();
     this.setRunning(false);
     this.socket.start();
+    this.chatsPromise = this.loadChats();
     this.loadHistory();
     this.loadAgents();
-    this.loadChats();
   }
 
   bindControls() {
@@ -168,6 +202,23 @@ class BuddyApp {
     agentSelect.addEventListener("change", () => this.switchAgent(agentSelect.value));
     chatSelect.addEventListener("change", () => this.openChat(chatSelect.value));
     newChat.addEventListener("click", () => this.openChat(newChatId(), { isNew: true }));
+    this.dom.renameChat.addEventListener("click", () => this.startRename());
+    this.dom.renameForm.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.saveRename();
+    });
+    this.dom.renameCancel.addEventListener("click", () => this.endRename());
+    this.dom.renameInput.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        this.endRename();
+      }
+    });
+    this.dom.canvasPointer.addEventListener("click", () => this.goToCanvasElement());
+    // The pointer to a canvas change is only needed while the canvas is out of sight.
+    new IntersectionObserver((entries) => {
+      if (entries.some((entry) => entry.isIntersecting)) this.hideCanvasPointer();
+    }).observe(this.dom.canvasPanel);
     logScroll.addEventListener("scroll", () => {
       if (logScroll.scrollTop < 80) this.loadEarlierMessages();
     });
@@ -192,6 +243,26 @@ class BuddyApp {
 
   async getJson(url) {
     const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+    if (response.status === 401) {
+      this.goToLogin();
+      return { status: 401, data: null };
+    }
+    let data = null;
+    if ((response.headers.get("content-type") || "").includes("application/json")) data = await response.json();
+    return { status: response.status, data };
+  }
+
+  csrfToken() {
+    return document.querySelector("input[name=csrfmiddlewaretoken]")?.value ?? "";
+  }
+
+  async sendJson(method, url, body) {
+    const response = await fetch(url, {
+      method,
+      headers: { Accept: "application/json", "Content-Type": "application/json", "X-CSRFToken": this.csrfToken() },
+      credentials: "same-origin",
+      body: JSON.stringify(body),
+    });
     if (response.status === 401) {
       this.goToLogin();
       return { status: 401, data: null };
@@ -238,30 +309,92 @@ class BuddyApp {
   async loadChats() {
     try {
       const { status, data } = await this.getJson(this.config.urls.chats);
-      if (status === 200 && Array.isArray(data)) this.chats = data;
+      if (status === 200 && Array.isArray(data)) {
+        this.chats = data;
+        this.chatsLoaded = true;
+      }
     } catch {
       return;
     }
     this.renderChatOptions();
   }
 
+  /** The chat the page shows, as /chats lists it; null while it has no message yet. */
+  get currentChat() {
+    return this.chats.find((chat) => chat.agent === this.agent.id && chat.chat_id === this.chatId) ?? null;
+  }
+
+  chatName(chat, limit = TITLE_CHARS) {
+    if (chat.title) return shorten(chat.title, limit);
+    if (chat.chat_id === "main") return "Main chat";
+    return chat.messages ? shorten(chat.chat_id, limit) : "New chat";
+  }
+
   renderChatOptions() {
     const select = this.dom.chatSelect;
     const mine = this.chats.filter((chat) => chat.agent === this.agent.id);
     if (!mine.some((chat) => chat.chat_id === this.chatId)) {
-      mine.unshift({ agent: this.agent.id, chat_id: this.chatId, last_message_at: null, messages: 0 });
+      mine.unshift({ agent: this.agent.id, chat_id: this.chatId, title: "", last_message_at: null, messages: 0 });
     }
+    const narrow = window.matchMedia("(max-width: 560px)").matches;
     select.replaceChildren(
       ...mine.map((chat) => {
         const option = document.createElement("option");
         option.value = chat.chat_id;
-        const name = chat.chat_id === "main" ? "Main chat" : chat.chat_id;
-        const when = chat.last_message_at ? ago(chat.last_message_at) : chat.chat_id === "main" ? "" : "new";
-        option.textContent = when ? `${name} · ${when}` : name;
+        option.textContent = this.chatName(chat, narrow ? 20 : TITLE_CHARS);
+        // The whole name and when it was last used, for a pointer that rests on the picker.
+        option.dataset.hint = [chat.title, chat.last_message_at ? `active ${ago(chat.last_message_at)}` : ""]
+          .filter(Boolean)
+          .join(" · ");
         return option;
       }),
     );
     select.value = this.chatId;
+    select.title = select.selectedOptions[0]?.dataset.hint ?? "";
+    this.dom.renameChat.disabled = this.currentChat === null;
+  }
+
+  // --- renaming a chat ---------------------------------------------------------------------
+
+  startRename() {
+    const chat = this.currentChat;
+    if (!chat) return;
+    this.dom.renameInput.value = chat.title || (chat.chat_id === "main" ? "Main chat" : chat.chat_id);
+    this.dom.chatPicker.hidden = true;
+    this.dom.renameForm.hidden = false;
+    this.dom.renameInput.focus();
+    this.dom.renameInput.select();
+  }
+
+  endRename() {
+    this.dom.renameForm.hidden = true;
+    this.dom.chatPicker.hidden = false;
+    this.dom.renameChat.focus();
+  }
+
+  async saveRename() {
+    const title = this.dom.renameInput.value.trim();
+    if (!title) {
+      this.dom.renameInput.focus();
+      return;
+    }
+    const { status, data } = await this.sendJson("PATCH", this.config.urls.chats, {
+      agent: this.agent.id,
+      chat_id: this.chatId,
+      title,
+    });
+    if (status === 200 && data) {
+      this.chats = this.chats.map((chat) => (chat.agent === data.agent && chat.chat_id === data.chat_id ? data : chat));
+      this.renderChatOptions();
+      this.endRename();
+      return;
+    }
+    this.showToast(asText(data?.detail) || "The chat could not be renamed.", "error");
+  }
+
+  /** Whether asking for this chat's history can answer anything but 404 (a chat exists once it has a message). */
+  chatMayHaveHistory() {
+    return !this.chatsLoaded || this.currentChat !== null;
   }
 
   async fetchHistory(before) {
@@ -278,6 +411,7 @@ class BuddyApp {
     const fragment = document.createDocumentFragment();
     for (const message of messages) {
       if (message.id !== undefined && this.shownIds.has(String(message.id))) continue;
+      if (this.shownLive(message)) continue;
       const row = historyMessage(message, this.agent);
       if (message.id !== undefined) this.shownIds.add(String(message.id));
       if (row) fragment.append(row);
@@ -285,18 +419,39 @@ class BuddyApp {
     return fragment;
   }
 
+  /** Whether a page of history holds a message already shown live: tool calls, or their results. */
+  shownLive(message) {
+    const blocks = Array.isArray(message.content) ? message.content : [];
+    const ids = blocks
+      .filter((block) => block && (block.type === "tool_use" || block.type === "tool_result"))
+      .map((block) => (block.type === "tool_use" ? block.id : block.tool_use_id));
+    const hasText = blocks.some((block) => block && block.type === "text" && block.text);
+    return ids.length > 0 && !hasText && ids.every((id) => this.shownToolUseIds.has(id));
+  }
+
   /** Shows the newest page of this chat's archive; called on start, on every reconnect and switch. */
   async loadHistory() {
     const generation = ++this.historyGeneration;
     this.dom.log.replaceChildren();
     this.shownIds.clear();
+    this.shownToolUseIds.clear();
     this.streamRow = null;
     this.streamText = "";
+    this.turnTexts = [];
+    this.failureRow = null;
     this.pendingRow = null;
     this.nextBefore = null;
     this.dom.loadEarlier.hidden = true;
     this.dom.logScroll.setAttribute("aria-busy", "true");
     this.updateEmpty();
+    // The chat list first: a chat that does not exist yet has no history to ask for (only a 404).
+    await this.chatsPromise;
+    if (generation !== this.historyGeneration) return;
+    if (!this.chatMayHaveHistory()) {
+      this.dom.logScroll.removeAttribute("aria-busy");
+      this.updateEmpty();
+      return;
+    }
     let page;
     try {
       page = await this.fetchHistory(null);
@@ -348,6 +503,8 @@ class BuddyApp {
   // --- switching agent and chat -----------------------------------------------------------
 
   prepareForOtherConversation() {
+    this.hideCanvasPointer();
+    this.focusAfterRender = null;
     this.canvas = emptyState();
     this.canvasVersion = null;
     this.resetOnNextClear = true;
@@ -391,6 +548,12 @@ class BuddyApp {
     if (isNew) this.dom.message.focus();
   }
 
+  /** After a reconnect: the chat list first, then the history it may have. */
+  refreshConversation() {
+    this.chatsPromise = this.loadChats();
+    this.loadHistory();
+  }
+
   // --- the socket -------------------------------------------------------------------------
 
   onOpen({ reconnected }) {
@@ -401,8 +564,7 @@ class BuddyApp {
     this.awaitingSwitch = false;
     if (reconnected) {
       // Messages may have been written while we were away: read the archive again.
-      this.loadHistory();
-      this.loadChats();
+      this.refreshConversation();
     }
   }
 
@@ -451,6 +613,12 @@ class BuddyApp {
       case "user_message":
         this.onUserMessage(frame);
         break;
+      case "tool_use":
+        this.onToolUse(frame);
+        break;
+      case "tool_result":
+        this.onToolResult(frame);
+        break;
       case "assistant_delta":
         this.onAssistantDelta(frame);
         break;
@@ -497,6 +665,8 @@ class BuddyApp {
       return;
     }
     if (this.awaitingReplay) return;
+    // A live change (not the replay that follows a connect: its elements come at the clear's version).
+    const live = typeof version === "number" && this.canvasVersion !== null && version > this.canvasVersion;
     this.canvas = reduce(this.canvas, command, params);
     if (typeof version === "number") this.canvasVersion = isClear ? version : Math.max(this.canvasVersion ?? version, version);
     for (const id of [...this.pendingConfirmations]) {
@@ -504,6 +674,48 @@ class BuddyApp {
       if (!element || element.answered) this.pendingConfirmations.delete(id);
     }
     this.renderCanvasNow();
+    if (live && ELEMENT_COMMANDS.has(command) && typeof params?.id === "string") this.revealElement(params.id);
+  }
+
+  elementNode(id) {
+    return [...this.dom.canvas.children].find((node) => node.dataset.id === id) ?? null;
+  }
+
+  /**
+   * Brings a changed element into view: inside the canvas panel when it scrolls on its own (wide
+   * screens; never the page), else — the canvas being below the chat — a pointer to it.
+   */
+  revealElement(id) {
+    const node = this.elementNode(id);
+    if (!node) return;
+    const scroller = this.dom.canvasScroll;
+    if (scroller.scrollHeight > scroller.clientHeight + 1) {
+      const box = scroller.getBoundingClientRect();
+      const place = node.getBoundingClientRect();
+      if (place.top < box.top) scroller.scrollTop += place.top - box.top - 12;
+      else if (place.bottom > box.bottom) scroller.scrollTop += Math.min(place.bottom - box.bottom + 12, place.top - box.top - 12);
+    }
+    const place = node.getBoundingClientRect();
+    if (place.top >= window.innerHeight || place.bottom <= 0) {
+      const title = node.querySelector(".el-title")?.textContent ?? "";
+      this.pointedElement = id;
+      this.dom.canvasPointerText.textContent = title ? `On the canvas: ${title}` : "New on the canvas";
+      this.dom.canvasPointer.hidden = false;
+    }
+  }
+
+  goToCanvasElement() {
+    const node = this.pointedElement ? this.elementNode(this.pointedElement) : null;
+    this.hideCanvasPointer();
+    const target = node ?? this.dom.canvasPanel;
+    target.setAttribute("tabindex", "-1");
+    target.scrollIntoView({ block: "start", behavior: window.matchMedia("(prefers-reduced-motion: reduce)").matches ? "auto" : "smooth" });
+    target.focus({ preventScroll: true });
+  }
+
+  hideCanvasPointer() {
+    this.dom.canvasPointer.hidden = true;
+    this.pointedElement = null;
   }
 
   requestReplay() {
@@ -512,23 +724,68 @@ class BuddyApp {
     if (!this.socket.send({ type: "replay" })) this.awaitingReplay = false;
   }
 
-  onUserMessage({ text, message_id: messageId }) {
+  onUserMessage({ text, message_id: messageId, kind }) {
     const id = messageId === undefined || messageId === null ? null : String(messageId);
     if (id !== null && this.shownIds.has(id)) return;
     if (id !== null) this.shownIds.add(id);
     const pending = this.pendingRow;
-    if (pending && pending.querySelector(".msg-text")?.textContent === text) {
+    const now = new Date().toISOString();
+    this.turnTexts = [];
+    this.failureRow = null;
+    if (pending && (kind ?? "typed") === "typed" && pending.querySelector(".msg-text")?.textContent === text) {
       // Our own prompt, now started (and archived) by the server.
       delete pending.dataset.pending;
       if (id !== null) pending.dataset.messageId = id;
+      stamp(pending, now);
       this.pendingRow = null;
     } else {
-      // A prompt from another tab (or a confirmation answer, or a scheduled prompt).
+      // A prompt from another tab, a confirmation answer or a scheduled prompt.
       this.finishStream();
-      this.appendRow(userMessage(asText(text), { messageId: id }));
+      this.appendRow(userMessage(asText(text), { messageId: id, createdAt: now, kind: asText(kind) || "typed" }));
     }
     this.setRunning(true);
     this.ensureStreamRow();
+  }
+
+  onToolUse({ id, name }) {
+    // A tool call belongs to the assistant message being written: its chip goes on that row.
+    this.failureRow = null;
+    if (typeof id === "string") this.shownToolUseIds.add(id);
+    const row = this.ensureStreamRow();
+    addToolChip(row, asText(name));
+    this.setRunning(true);
+    this.scrollToBottom();
+  }
+
+  onToolResult({ is_error: isError, summary }) {
+    // The round's results close the row of its calls; the model's next words start a new one.
+    const row = this.streamRow;
+    if (row && row.querySelector(".msg-tools")) this.closeStreamRow();
+    if (isError) {
+      if (!this.failureRow || !this.failureRow.isConnected) {
+        this.failureRow = toolFailureRow();
+        stamp(this.failureRow, new Date().toISOString());
+        const waiting = this.streamRow && !this.streamText ? this.streamRow : null;
+        if (waiting) this.dom.log.insertBefore(this.failureRow, waiting);
+        else this.appendRow(this.failureRow);
+      }
+      addFailureChip(this.failureRow, asText(summary));
+    }
+    this.ensureStreamRow();
+    this.scrollToBottom();
+  }
+
+  /** Ends the row being written as an archived assistant message looks after a reload. */
+  closeStreamRow() {
+    const row = this.streamRow;
+    if (!row) return;
+    setAssistantText(row, this.streamText, { streaming: false });
+    stamp(row, new Date().toISOString());
+    if (this.streamText) this.turnTexts.push(this.streamText);
+    else if (row.querySelector(".msg-tools")) row.classList.add("msg-tools-only");
+    else row.remove();
+    this.streamRow = null;
+    this.streamText = "";
   }
 
   ensureStreamRow() {
@@ -540,6 +797,7 @@ class BuddyApp {
   }
 
   onAssistantDelta({ text }) {
+    this.failureRow = null;
     const row = this.ensureStreamRow();
     this.streamText += asText(text);
     setAssistantText(row, this.streamText, { streaming: true });
@@ -553,17 +811,26 @@ class BuddyApp {
       this.setRunning(false);
       return;
     }
-    const finalText = asText(text) || this.streamText;
+    // The frame's text is the whole turn's; rows of earlier rounds already show their part of it.
+    let finalText = asText(text) || this.streamText;
+    const earlier = this.turnTexts.join("\n\n");
+    if (earlier) finalText = this.streamText || (finalText.startsWith(earlier) ? finalText.slice(earlier.length).trim() : "");
     const row = this.streamRow ?? assistantMessage(this.agent, "", { streaming: true });
     if (!row.isConnected) this.appendRow(row);
     setAssistantText(row, finalText, { streaming: false });
+    stamp(row, new Date().toISOString());
     if (id !== null) {
       row.dataset.messageId = id;
       this.shownIds.add(id);
     }
-    if (!finalText) row.remove();
+    if (!finalText) {
+      if (row.querySelector(".msg-tools")) row.classList.add("msg-tools-only");
+      else row.remove();
+    }
     this.streamRow = null;
     this.streamText = "";
+    this.turnTexts = [];
+    this.failureRow = null;
     this.setRunning(false);
     this.updateEmpty();
     this.scrollToBottom();
@@ -640,7 +907,11 @@ class BuddyApp {
       this.flashHint("A reply is still being written — wait for it, or press Stop.");
       return;
     }
-    if (!this.socket.send({ type: "prompt", text })) {
+    const frame = { type: "prompt", text };
+    const overHttp = new TextEncoder().encode(JSON.stringify(frame)).length > MAX_FRAME_BYTES;
+    if (overHttp) {
+      this.sendPromptOverHttp(text);
+    } else if (!this.socket.send(frame)) {
       this.flashHint("Not connected yet — your message is still here; send it again in a moment.");
       return;
     }
@@ -652,6 +923,32 @@ class BuddyApp {
     this.setRunning(true);
     this.ensureStreamRow();
     this.scrollToBottom(true);
+  }
+
+  /**
+   * A prompt too big for one WebSocket frame goes to POST /prompt: its answer is what the API
+   * answers anyone (413 with the token limit, 409, 422…); the turn itself still shows through the
+   * socket's frames like any other.
+   */
+  async sendPromptOverHttp(text) {
+    let answer;
+    try {
+      answer = await this.sendJson("POST", this.config.urls.prompt, { text, agent: this.agent.id, chat_id: this.chatId });
+    } catch {
+      this.onError({ code: "network", detail: "The server could not be reached." });
+      return;
+    }
+    const { status, data } = answer;
+    if (status === 200) {
+      // The socket has shown the turn as it ran; if it was away, the answer ends it here instead.
+      if (this.pendingRow) delete this.pendingRow.dataset.pending;
+      this.pendingRow = null;
+      this.onAssistantMessage({ text: data?.reply ?? "", message_id: data?.message_id ?? null });
+      return;
+    }
+    if (status === 401 || status === 502) return; // the login page, or the socket's model_failed frame
+    const codes = { 409: "turn_running", 413: "too_large", 422: "invalid", 404: "unknown_agent", 429: "rate_limited" };
+    this.onError({ code: codes[status] ?? "error", detail: asText(data?.detail) || `The server answered ${status}.` });
   }
 
   restorePendingPrompt() {
@@ -683,7 +980,10 @@ class BuddyApp {
     const row = this.streamRow;
     if (!row) return;
     if (this.streamText) setAssistantText(row, this.streamText, { streaming: false });
-    else row.remove();
+    else if (row.querySelector(".msg-tools")) {
+      setAssistantText(row, "", { streaming: false });
+      row.classList.add("msg-tools-only");
+    } else row.remove();
     this.streamRow = null;
     this.streamText = "";
     this.updateEmpty();
@@ -761,14 +1061,26 @@ class BuddyApp {
       return;
     }
     this.pendingConfirmations.add(id);
+    this.focusAfterRender = id;
     this.renderCanvasNow();
   }
 
   renderCanvasNow() {
+    const focusLost = this.focusAfterRender !== null && this.dom.canvas.contains(document.activeElement);
     renderCanvas(this.dom.canvas, this.canvas, {
       onConfirm: (id, confirmed) => this.answerConfirmation(id, confirmed),
       pendingConfirmations: this.pendingConfirmations,
     });
+    if (this.focusAfterRender !== null) {
+      // The answered confirmation is drawn anew (buttons gone): keep the keyboard on it, not on <body>.
+      const node = this.elementNode(this.focusAfterRender);
+      const active = document.activeElement;
+      if (node && (focusLost || active === document.body || active === null || !active.isConnected)) {
+        node.setAttribute("tabindex", "-1");
+        node.focus({ preventScroll: true });
+      }
+      if (!node || node.dataset.answered) this.focusAfterRender = null;
+    }
     const count = this.canvas.elements.length;
     this.dom.canvasCount.textContent = count === 0 ? "" : `${count} ${count === 1 ? "element" : "elements"}`;
     applyTheme(this.canvas.theme);
@@ -831,6 +1143,15 @@ function collectDom() {
     connectionText: byId("connection-text"),
     reconnectNow: byId("reconnect-now"),
     tryDemo: byId("try-demo"),
+    chatPicker: byId("chat-picker"),
+    renameChat: byId("rename-chat"),
+    renameForm: byId("rename-form"),
+    renameInput: byId("chat-title"),
+    renameCancel: byId("rename-cancel"),
+    canvasPanel: byId("canvas-panel"),
+    canvasScroll: byId("canvas-scroll"),
+    canvasPointer: byId("canvas-pointer"),
+    canvasPointerText: byId("canvas-pointer-text"),
   };
 }
 

@@ -25,11 +25,14 @@ function textOf(blocks) {
 
 const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
 
-function stamp(node, createdAt) {
+/** The time tooltip of a message row: when it was archived (now, for a message that just arrived). */
+export function stamp(node, createdAt) {
   if (!createdAt) return;
   const date = new Date(createdAt);
   if (!Number.isNaN(date.getTime())) node.title = timeFormat.format(date);
 }
+
+const CONFIRMATION_ANSWER = /^\[confirmation (.+): (confirmed|declined)\]$/;
 
 function toolLabel(name) {
   return String(name ?? "tool");
@@ -42,13 +45,63 @@ function chip(text, className = "") {
   return node;
 }
 
-/** A user's bubble. `pending` marks a prompt sent from this tab that the server has not started yet. */
-export function userMessage(text, { messageId = null, pending = false, createdAt = null } = {}) {
+/** Adds a tool call's chip to an assistant row, as a reloaded turn shows it. */
+export function addToolChip(row, name) {
+  const main = row.querySelector(".msg-main");
+  let list = main.querySelector(".msg-tools");
+  if (!list) {
+    list = el("ul", "msg-tools");
+    list.setAttribute("aria-label", "Tools used");
+    main.append(list);
+  }
+  list.append(chip(toolLabel(name)));
+}
+
+/** A row of failed tool calls (the results of one round), as a reloaded turn shows it. */
+export function toolFailureRow(messageId = null) {
+  const row = el("div", "msg msg-assistant msg-tools-only msg-tool-failures");
+  if (messageId !== null) row.dataset.messageId = String(messageId);
+  const spacer = el("div", "msg-avatar msg-avatar-spacer");
+  spacer.setAttribute("aria-hidden", "true");
+  const list = el("ul", "msg-tools");
+  list.setAttribute("aria-label", "Tool results");
+  const main = el("div", "msg-main");
+  main.append(list);
+  row.append(spacer, main);
+  return row;
+}
+
+export function addFailureChip(row, summary = "") {
+  const node = chip("tool call failed", "chip-error");
+  if (summary) node.title = summary;
+  row.querySelector(".msg-tools").append(node);
+}
+
+const KIND_LABELS = { confirmation: "Confirmation answer", scheduled: "Scheduled prompt" };
+
+/**
+ * A user's bubble. `pending` marks a prompt sent from this tab that the server has not started yet.
+ * `kind` says what started the turn: `typed`, or `confirmation` / `scheduled`, which are labelled so.
+ */
+export function userMessage(text, { messageId = null, pending = false, createdAt = null, kind = "typed" } = {}) {
   const row = el("div", "msg msg-user");
   if (messageId !== null) row.dataset.messageId = String(messageId);
   if (pending) row.dataset.pending = "true";
+  const label = KIND_LABELS[kind];
+  if (label) row.dataset.kind = kind;
   const bubble = el("div", "msg-bubble");
-  bubble.append(el("span", "visually-hidden", "You: "), el("span", "msg-text", text));
+  let shown = text;
+  const answer = kind === "confirmation" ? CONFIRMATION_ANSWER.exec(text) : null;
+  if (answer) shown = `${answer[2] === "confirmed" ? "✓ Confirmed" : "✕ Declined"} (${answer[1]})`;
+  if (label) {
+    const badge = el("span", "msg-kind", label);
+    bubble.append(badge, el("span", "visually-hidden", ": "));
+  } else {
+    bubble.append(el("span", "visually-hidden", "You: "));
+  }
+  const body = el("span", "msg-text", shown);
+  if (answer) body.dataset.raw = text;
+  bubble.append(body);
   row.append(bubble);
   stamp(row, createdAt);
   return row;
@@ -110,6 +163,12 @@ export function noticeMessage(text, { level = "error", detail = "" } = {}) {
   return row;
 }
 
+function resultText(block) {
+  const content = block.content;
+  if (Array.isArray(content)) return content.map((item) => (item && typeof item.text === "string" ? item.text : "")).join(" ");
+  return typeof content === "string" ? content : "";
+}
+
 /**
  * One archived message as a log row, or null when it has nothing to show (a tool_result-only
  * message that succeeded). Assistant tool calls become chips; failed tool results a warning chip.
@@ -128,17 +187,10 @@ export function historyMessage(message, agent) {
   const failures = blocks.filter((block) => block.type === "tool_result" && block.is_error);
   if (!text) {
     if (failures.length === 0) return null;
-    const row = el("div", "msg msg-assistant msg-tools-only");
-    row.dataset.messageId = String(message.id);
-    const spacer = el("div", "msg-avatar msg-avatar-spacer");
-    spacer.setAttribute("aria-hidden", "true");
-    const list = el("ul", "msg-tools");
-    list.setAttribute("aria-label", "Tool results");
-    for (let index = 0; index < failures.length; index += 1) list.append(chip("tool call failed", "chip-error"));
-    const main = el("div", "msg-main");
-    main.append(list);
-    row.append(spacer, main);
+    const row = toolFailureRow(message.id);
+    stamp(row, message.created_at);
+    for (const failure of failures) addFailureChip(row, resultText(failure));
     return row;
   }
-  return userMessage(text, options);
+  return userMessage(text, { ...options, kind: message.kind || "typed" });
 }

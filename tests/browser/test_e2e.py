@@ -113,12 +113,15 @@ def test_a_confirmation_answer_marks_it_answered(logged_in_page):
     article.get_by_text("Confirmed").wait_for()
     assert article.get_attribute("data-answered") == "confirmed"
     assert article.get_by_role("button").count() == 0
-    # The answer runs as a turn; every tab sees it start.
-    log(page).get_by_text("[confirmation ship: confirmed]", exact=True).wait_for()
+    # The answer runs as a turn; every tab sees it start, shown as an answer, not as typed text.
+    answer = log(page).locator('.msg-user[data-kind="confirmation"]')
+    answer.get_by_text("✓ Confirmed (ship)").wait_for()
+    assert answer.text_content() == "Confirmation answer: ✓ Confirmed (ship)"
     page.wait_for_function("() => document.getElementById('composer').dataset.running === 'false'")
 
     page.reload()
     canvas(page).get_by_role("article", name="Ship the release?").get_by_text("Confirmed").wait_for()
+    answer.get_by_text("✓ Confirmed (ship)").wait_for()
 
 
 def test_a_chart_and_a_table_render_with_their_titles(logged_in_page):

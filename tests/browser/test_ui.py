@@ -44,6 +44,17 @@ def history_route(pages: dict[str | None, dict]):
     return handle, requests
 
 
+def route_chats(page, *chats: tuple[str, str]) -> None:
+    """Answer /chats with these (agent, chat_id) chats: the page asks a chat's history only when it exists."""
+    body = [
+        {"agent": agent, "chat_id": chat_id, "title": "", "last_message_at": "2025-01-01T12:00:00Z", "messages": 1}
+        for agent, chat_id in chats
+    ]
+    page.route(
+        re.compile(r"/chats$"), lambda route: route.fulfill(content_type="application/json", body=json.dumps(body))
+    )
+
+
 def text_message(message_id: int, role: str, text: str) -> dict:
     return {
         "id": message_id,
@@ -381,6 +392,7 @@ def test_model_text_never_runs_as_html(fake_ws, logged_in_page):
             }
         }
     )
+    route_chats(page, ("buddy", "main"))
     page.route(re.compile(r"/history\?"), handle)
     page.reload()
     fake_ws.wait_for_connections(2)
@@ -617,6 +629,7 @@ def test_switching_agent_sends_switch_agent_and_shows_that_conversation(scout_ag
         clear_frame(2),
         canvas_frame("canvas_add_card", {"id": "k", "title": "Buddy's card"}, 2),
     ]
+    route_chats(page, ("buddy", "main"), ("scout", "main"))
     page.route(re.compile(r"/history\?"), handle)
     page.reload()
     canvas = page.get_by_role("region", name="Canvas")
@@ -666,6 +679,7 @@ def test_history_loads_and_earlier_messages_load_on_scroll(fake_ws, logged_in_pa
     handle, requests = history_route(
         {None: {"messages": newest, "next_before": 51}, "51": {"messages": older, "next_before": None}}
     )
+    route_chats(page, ("buddy", "main"))
     page.route(re.compile(r"/history\?"), handle)
     page.reload()
     log = page.get_by_role("log")
@@ -719,6 +733,7 @@ def test_screenshot_of_a_busy_canvas(fake_ws, logged_in_page):
         }
     }
     handle, _ = history_route(history)
+    route_chats(page, ("buddy", "main"))
     page.route(re.compile(r"/history\?"), handle)
     fake_ws.on_connect = lambda index: [
         clear_frame(7),

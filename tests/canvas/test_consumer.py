@@ -331,9 +331,9 @@ def turns(monkeypatch) -> list[str]:
     """Record what would run as a turn (the turn itself is the conversations app's business)."""
     started: list[str] = []
 
-    async def start_turn(self, text: str) -> None:
+    async def start_turn(self, text: str, kind: str = "typed") -> None:
         started.append(text)
-        await self.send_json({"type": "test_turn_started", "text": text})
+        await self.send_json({"type": "test_turn_started", "text": text, "kind": kind})
 
     monkeypatch.setattr(CanvasConsumer, "start_turn", start_turn)
     return started
@@ -354,7 +354,15 @@ async def test_a_confirmation_answer_is_marked_broadcast_and_runs_as_a_turn(sess
         }
         assert await watching.receive_json_from(timeout=10) == expected
         received = [await answering.receive_json_from(timeout=10) for _ in range(2)]
-        assert expected in received and {"type": "test_turn_started", "text": "[confirmation go: declined]"} in received
+        assert (
+            expected in received
+            and {
+                "type": "test_turn_started",
+                "text": "[confirmation go: declined]",
+                "kind": "confirmation",
+            }
+            in received
+        )
         assert turns == ["[confirmation go: declined]"]
 
         await answering.send_json_to({"type": "confirmation_response", "id": "go", "confirmed": True})
@@ -369,7 +377,9 @@ async def test_a_prompt_frame_starts_a_turn_with_its_text(session, turns):
     async with opened(cookie) as socket:
         await replay_into(socket)
         await socket.send_json_to({"type": "prompt", "text": "Plan my trip"})
-        assert await frames_until_probe(socket) == [{"type": "test_turn_started", "text": "Plan my trip"}]
+        assert await frames_until_probe(socket) == [
+            {"type": "test_turn_started", "text": "Plan my trip", "kind": "typed"}
+        ]
         assert turns == ["Plan my trip"]
 
 

@@ -232,3 +232,54 @@ async def test_a_socket_whose_login_was_revoked_runs_no_turn_even_if_the_close_w
         assert (frame["type"], frame["code"]) == ("error", "logged_out")
         assert await tab.receive_output(timeout=10) == {"type": "websocket.close", "code": 4401}
     assert await archived() == []
+
+
+async def test_a_turn_shows_its_tool_calls_and_results_live_and_says_what_started_it(user, agent):
+    cookie = await login_cookie(user)
+    async with opened(cookie) as tab:
+        calls = (
+            '[{"name": "canvas_add_card", "input": {"id": "n", "title": "New"}},'
+            ' {"name": "canvas_remove_element", "input": {"id": "missing"}}]'
+        )
+        await tab.send_json_to({"type": "prompt", "text": f"CANVAS: {calls}"})
+        frames = await frames_until(tab, "assistant_message")
+    assert frames[0]["type"] == "user_message" and frames[0]["kind"] == "typed"
+    uses = [frame for frame in frames if frame["type"] == "tool_use"]
+    results = [frame for frame in frames if frame["type"] == "tool_result"]
+    assert [(use["name"], use["input"]) for use in uses] == [
+        ("canvas_add_card", {"id": "n", "title": "New"}),
+        ("canvas_remove_element", {"id": "missing"}),
+    ]
+    assert [result["tool_use_id"] for result in results] == [use["id"] for use in uses]
+    assert [result["is_error"] for result in results] == [False, True]
+    assert "missing" in results[1]["summary"]
+    # The same ids as in the archive, so a reload shows the same turn.
+    archived_uses = [block for _, content in await archived() for block in content if block["type"] == "tool_use"]
+    assert [block["id"] for block in archived_uses] == [use["id"] for use in uses]
+
+
+async def test_a_confirmation_answer_starts_a_turn_of_kind_confirmation(user, agent):
+    cookie = await login_cookie(user)
+
+    @database_sync_to_async
+    def confirmation() -> None:
+        from conversations.services import session_get_or_create
+
+        chat = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+        canvas_apply(
+            session=chat, command="canvas_show_confirmation", params={"id": "go", "title": "Go?", "message": "?"}
+        )
+
+    await confirmation()
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "confirmation_response", "id": "go", "confirmed": True})
+        frames = await frames_until(tab, "assistant_message")
+    started = [frame for frame in frames if frame["type"] == "user_message"]
+    assert started == [
+        {
+            "type": "user_message",
+            "text": "[confirmation go: confirmed]",
+            "message_id": started[0]["message_id"],
+            "kind": "confirmation",
+        }
+    ]

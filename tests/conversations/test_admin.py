@@ -95,4 +95,65 @@ def test_staff_see_what_the_prompt_cache_costs_per_lifetime(client, staff_user, 
     # 100 + 1.25 × 1,000 + 2 × 2,000 + 0.1 × 20,000 = 7,350 base input tokens, 32 % of 23,100 uncached.
     assert "read 20,000" in detail and "5-minute lifetime 1,000" in detail and "1-hour lifetime 2,000" in detail
     assert "input cost 7,350 base input tokens (32%" in detail
-    assert "7,350" in calls and "5m input tokens" in calls and "1h input tokens" in calls
+    assert "7,350" in calls and "write 5m" in calls and "write 1h" in calls
+
+
+def test_model_calls_name_the_model_that_answered_with_its_input_tokens(client, staff_user, user, agent, settings):
+    from conversations.models import ModelCall
+    from conversations.submit import prompt_submit
+
+    settings.BUDDY_LLM = "offline"
+    prompt_submit(user=user, text='CANVAS: [{"name": "canvas_add_card", "input": {"id": "a", "title": "A"}}]')
+    prompt_submit(user=user, text="hello")
+    calls = list(ModelCall.objects.order_by("id"))
+    assert len(calls) == 3
+    assert {call.model for call in calls} == {"buddy-offline-demo"}
+    assert all(call.input_tokens > 0 for call in calls)
+    client.force_login(staff_user)
+    listing = client.get(reverse("admin:conversations_modelcall_changelist")).content.decode()
+    assert "buddy-offline-demo" in listing and settings.BUDDY_MODEL not in listing
+
+
+def test_model_calls_record_the_model_the_provider_says_answered(user, agent, fake_anthropic, settings):
+    from conversations.models import ModelCall
+    from conversations.submit import prompt_submit
+
+    fake_anthropic.queue_text("Hi there")
+    prompt_submit(user=user, text="hello")
+    call = ModelCall.objects.get()
+    assert call.model == settings.BUDDY_MODEL and call.input_tokens > 0
+
+
+def test_a_sessions_page_reads_as_a_transcript_with_links(client, staff_user, archived):
+    from canvas.services import canvas_apply
+    from conversations.models import ModelCall
+
+    canvas_apply(session=archived, command="canvas_add_card", params={"id": "p", "title": "Plan"})
+    ModelCall.objects.create(session=archived, model="buddy-offline-demo", input_tokens=5)
+    client.force_login(staff_user)
+    page = client.get(reverse("admin:conversations_session_change", args=[archived.pk])).content.decode()
+    first, call, result = Message.objects.order_by("id")
+    # Every message, in order, with what kind of message it is, linked to its own page.
+    assert page.index("Please &lt;b&gt;remember&lt;/b&gt; the pricing plan") < page.index("canvas_add_card")
+    assert page.index("canvas_add_card") < page.index("added")
+    for message in (first, call, result):
+        assert reverse("admin:conversations_message_change", args=[message.pk]) in page
+    assert "<strong>tool results</strong>" in page and "<strong>tool call</strong>" in page
+    assert f"?session__id__exact={archived.pk}" in page
+    assert reverse("admin:canvas_canvasstate_change", args=[archived.pk]) in page
+    assert "1 model calls" in page and "all 3 messages" in page
+
+
+def test_the_message_list_tells_tool_results_from_prompts(client, staff_user, archived):
+    client.force_login(staff_user)
+    listing = client.get(reverse("admin:conversations_message_changelist")).content.decode()
+    assert '<td class="field-kind">tool results</td>' in listing
+    assert '<td class="field-kind">user</td>' in listing
+    assert "canvas_add_card(id=&quot;p&quot;, title=&quot;Plan&quot;)" in listing
+    assert "→ added" in listing
+
+
+def test_the_admin_says_canvases(client, staff_user):
+    client.force_login(staff_user)
+    index = client.get(reverse("admin:index")).content.decode()
+    assert "Canvases" in index and "Canvass" not in index

@@ -142,3 +142,10 @@ def test_bootstrap_creates_one_admin_once(django_user_model):
     assert "admin" in out and "changepassword" in out
     assert run("bootstrap") == ""
     assert django_user_model.objects.filter(is_superuser=True).count() == 1
+
+
+def test_a_json_error_names_what_and_where_without_cutting_the_sentence(tmp_path, user):
+    path = write_lines(tmp_path / "in.jsonl", [*GOOD, '{"role": "user", "content": "tab\there"}'])
+    with pytest.raises(CommandError) as error:
+        run("import_history", str(path), "--user", "alice")
+    assert "line 5: not valid JSON (Invalid control character at column 33). Nothing was imported." in str(error.value)

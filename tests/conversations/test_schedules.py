@@ -285,6 +285,8 @@ def test_a_run_claimed_before_its_user_was_deactivated_does_not_run(user, settin
     user.save()
     assert scheduled_run_execute(run_id=run.pk) == "failed"
     assert not Message.objects.exists()
+
+
 @pytest.mark.django_db
 def test_a_deactivated_users_schedules_stop_running(user, settings):
     settings.BUDDY_LLM = "offline"
@@ -301,3 +303,36 @@ def test_a_deactivated_users_schedules_stop_running(user, settings):
     user.is_active = True
     user.save()
     assert len(schedule_claim_due()) == 1  # active again: the recurring one runs
+
+
+def test_schedule_prompt_at_a_past_time_says_it_runs_at_once(user):
+    out, err = io.StringIO(), io.StringIO()
+    call_command("schedule_prompt", "Late", "--user", "alice", "--at", "2020-01-01T08:00:00Z", stdout=out, stderr=err)
+    assert "in the past" in err.getvalue() and "runs at once" in err.getvalue()
+    out, err = io.StringIO(), io.StringIO()
+    call_command("schedule_prompt", "Soon", "--user", "alice", "--at", "2099-01-01T08:00:00Z", stdout=out, stderr=err)
+    assert err.getvalue() == ""
+
+
+def test_serve_hands_due_prompts_to_the_worker_every_second(user, settings, monkeypatch):
+    from conversations.management.commands import serve
+
+    settings.BUDDY_LLM = "offline"
+    monkeypatch.setattr(serve, "close_old_connections", lambda: None)  # the test's own connection stays open
+    schedule_create(user=user, text=CARD, at=timezone.now())
+    assert serve.SCHEDULE_CHECK_SECONDS <= 1
+    assert serve.Command().run_due_schedules() == 1  # tasks run inline in the tests: the turn ran
+    assert ScheduledRun.objects.get().status == ScheduledRun.Status.DONE
+    assert serve.Command().run_due_schedules() == 0
+
+
+def test_check_schedules_once_queues_what_is_due(user, settings, monkeypatch):
+    from conversations.management.commands import check_schedules
+
+    settings.BUDDY_LLM = "offline"
+    monkeypatch.setattr(check_schedules, "close_old_connections", lambda: None)
+    schedule_create(user=user, text=CARD, at=timezone.now())
+    out = io.StringIO()
+    call_command("check_schedules", "--once", stdout=out)
+    assert "queued 1 scheduled prompt(s)" in out.getvalue()
+    assert ScheduledRun.objects.get().status == ScheduledRun.Status.DONE

@@ -387,3 +387,13 @@ def test_offline_model_runs_the_canvas_grammar(session, settings):
     assert turn_run(session=session, text="plain words").reply == "(offline demo) You said: plain words"
     broken = turn_run(session=session, text="CANVAS: [oops")
     assert "could not read" in broken.reply
+
+
+def test_an_unknown_tool_is_told_which_tools_there_are(session):
+    from conversations.tools import tool_round_run
+
+    result = tool_round_run(session=session, tool_uses=[{"id": "t1", "name": "canvas_draw", "input": {}}])
+    text = result.content[0]["content"]
+    assert result.content[0]["is_error"] and "Unknown tool 'canvas_draw'" in text
+    for name in ["canvas_add_card", "canvas_show_chart", "canvas_remove_element", "search_history", "schedule_prompt"]:
+        assert name in text

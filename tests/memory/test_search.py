@@ -139,10 +139,21 @@ def test_snippet_of_long_text_is_a_window_around_the_matches():
     assert len(result) <= 260
 
 
-def test_snippet_turns_literal_brackets_into_parentheses():
+def test_snippet_quotes_literal_brackets_as_they_are_escaped_apart_from_its_marks():
     result = snippet("Answer [confirmation c1: confirmed] for the gala", query_terms("gala"))
+    assert result == "Answer \\[confirmation c1: confirmed\\] for the [gala]"
 
-    assert result == "Answer (confirmation c1: confirmed) for the [gala]"
+    result = snippet("[confirmation deploy: confirmed] C:\\temp", query_terms("deploy"))
+    assert result == "\\[confirmation [deploy]: confirmed\\] C:\\\\temp"
+
+
+def test_a_long_snippet_never_ends_inside_an_escape_or_a_match():
+    for filler in range(200, 260):
+        text = "x" * filler + " [[[[ deploy " + "[" * 300
+        result = snippet(text, query_terms("deploy"), window=400)
+        body = result.removesuffix("…")
+        unescaped = body.replace("\\\\", "").replace("\\[", "").replace("\\]", "")
+        assert "\\" not in unescaped and unescaped.count("[") == unescaped.count("]") <= 1
 
 
 def test_indexed_text_is_what_a_person_reads_not_json(session):
@@ -640,6 +651,9 @@ def test_endpoint_answers_hostile_queries(client, session, query):
 
     response = client.get("/memory/search", {"q": query})
 
+    if query == "":  # no query at all is invalid input
+        assert response.status_code == 422
+        return
     assert response.status_code == 200
     assert isinstance(response.json()["results"], list)
 
@@ -655,7 +669,7 @@ def test_endpoint_unknown_chat_is_404_and_creates_nothing(client, session):
     response = client.get("/memory/search", {"q": "x", "chat_id": "nope"})
 
     assert response.status_code == 404
-    assert response.json() == {"detail": "Chat not found."}
+    assert response.json() == {"detail": "No such chat."}
     assert not session.user.buddy_sessions.filter(chat_id="nope").exists()
 
 

@@ -4,6 +4,7 @@ from datetime import UTC
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from conversations.content import DEFAULT_AGENT, DEFAULT_CHAT_ID
 from conversations.schedules import ScheduleError, parse_at, schedule_create
@@ -38,5 +39,9 @@ class Command(BaseCommand):
         except ScheduleError as exc:
             raise CommandError(str(exc)) from exc
         when = schedule.next_run_at.astimezone(UTC).isoformat()
+        if at and schedule.next_run_at <= timezone.now():
+            self.stderr.write(
+                self.style.WARNING(f"{when} is in the past: the prompt runs at once, within seconds of the next check.")
+            )
         repeat = f", then every {schedule.every_seconds} s" if schedule.every_seconds else ""
         self.stdout.write(f"Scheduled #{schedule.pk} for {when}{repeat}.")

@@ -1,4 +1,9 @@
-"""Serve Buddy: daphne (HTTP + WebSocket + static files) and the background worker, together."""
+"""Serve Buddy: daphne (HTTP + WebSocket + static files) and the background worker, together.
+
+While they run, this process looks for due scheduled prompts every SCHEDULE_CHECK_SECONDS and hands
+each to the worker, so a prompt runs within seconds of its time (the task engine's own schedules
+check once a minute at best; that check stays as a fallback for workers run without `serve`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,11 @@ import sys
 import time
 
 from django.core.management.base import BaseCommand
+from django.db import close_old_connections
+
+from conversations.schedules import schedules_run_due
+
+SCHEDULE_CHECK_SECONDS = 1.0
 
 
 class Command(BaseCommand):
@@ -32,9 +42,13 @@ class Command(BaseCommand):
             stopping = True
 
         signal.signal(signal.SIGTERM, stop)
+        next_check = 0.0
         try:
             while not stopping and all(process.poll() is None for process in processes):
-                time.sleep(0.5)
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + SCHEDULE_CHECK_SECONDS
+                    self.run_due_schedules()
+                time.sleep(0.25)
         except KeyboardInterrupt:
             pass
         for process in processes:
@@ -49,3 +63,13 @@ class Command(BaseCommand):
         failed = [process.returncode for process in processes if process.returncode not in (0, -2, -15, 130)]
         if failed and not stopping:
             sys.exit(1)
+
+    def run_due_schedules(self) -> int:
+        """Claim what is due and queue it for the worker; never stops the server."""
+        try:
+            return schedules_run_due()
+        except Exception as exc:  # the database may be busy or restarting: try again next second
+            self.stderr.write(f"checking scheduled prompts failed: {exc}")
+            return 0
+        finally:
+            close_old_connections()
