@@ -1,4 +1,4 @@
-# Buddy: `make run` serves it, `make test` tests it (contract §1).
+# Buddy: `make run` serves it, `make test` tests it (README).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python

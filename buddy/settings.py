@@ -1,4 +1,4 @@
-"""Buddy's settings: everything a deployment changes comes from the environment (contract §2)."""
+"""Buddy's settings: everything a deployment changes comes from the environment (README, "Settings")."""
 
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ LOGGING = {
     },
 }
 
-# --- Buddy (contract §2) --------------------------------------------------------------------
+# --- Buddy (README, "Settings") --------------------------------------------------------------------
 ANTHROPIC_API_KEY = os.environ.get("ANTHROPIC_API_KEY", "")
 ANTHROPIC_BASE_URL = os.environ.get("ANTHROPIC_BASE_URL", "").strip() or None
 BUDDY_LLM = os.environ.get("BUDDY_LLM", "").strip() or ("anthropic" if ANTHROPIC_API_KEY else "offline")

@@ -1,4 +1,4 @@
-"""The WebSocket `/ws/?agent=buddy&chat_id=main` (contract §6).
+"""The WebSocket `/ws/?agent=buddy&chat_id=main` (README, "HTTP API").
 
 The socket is always the connecting user's: the query names one of *their* chats. It joins the chat's
 group (named by user, agent and chat id, so a chat created after the socket opened still reaches it)
@@ -13,7 +13,7 @@ Error codes of bad frames (the socket stays open): frame_too_large, binary_frame
 invalid_unicode, nul_character, too_deep, invalid_frame, unknown_type, invalid_field; a socket whose
 login was revoked answers a prompt with logged_out and closes with 4401.
 
-Frames the client must know about beyond contract §6:
+Frames the client must know about beyond the README's list:
 - `canvas_update_card` carries the element's complete fields after the change: replace the element
   with that id, keeping its position. A confirmation answered carries `answered`: "confirmed" or
   "declined".

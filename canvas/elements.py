@@ -1,4 +1,4 @@
-"""What a canvas element is: its type, its fields and their rules (contract §5).
+"""What a canvas element is: its type, its fields and their rules (README, "The canvas tools").
 
 Pure functions on plain dicts, no database: `canvas.services` uses them under the row lock, and
 anything else (a test, an import) can check an element the same way.

@@ -1,4 +1,4 @@
-"""The canvas of a session, kept on the server (contract §5)."""
+"""The canvas of a session, kept on the server (README, "The canvas tools")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Functions that change a session's canvas (contract §5).
+"""Functions that change a session's canvas (README, "The canvas tools").
 
 Every change is a locked read-modify-write of the session's one `CanvasState` row that bumps
 `version` by one, and is broadcast to the session's sockets only after the transaction commits.

@@ -1,4 +1,4 @@
-"""The canvas tools given to the model (contract §5), as Anthropic tool definitions.
+"""The canvas tools given to the model (README, "The canvas tools"), as Anthropic tool definitions.
 
 The schemas mirror what `canvas.services.canvas_apply` accepts, so a model that follows them is never
 refused; the service still validates everything (a model may not follow them), and its error says why.

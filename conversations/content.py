@@ -1,4 +1,4 @@
-"""Facts about archived content that are computed once, on write (contract §3)."""
+"""Facts about archived content that are computed once, on write (README, "Memory in detail")."""
 
 from __future__ import annotations
 

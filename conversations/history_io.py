@@ -1,4 +1,4 @@
-"""JSON Lines import and export of a session's archive (contract §7).
+"""JSON Lines import and export of a session's archive (README, "Commands").
 
 Both stream: the file is read twice (validate, then import) and never held whole, so memory stays
 flat however long the history is.

@@ -38,7 +38,7 @@ class Session(models.Model):
     chat_id = models.CharField(max_length=64, validators=[chat_id_validator])
     # What the chat picker shows: the start of the first prompt, until the user renames the chat.
     title = models.CharField(max_length=TITLE_MAX_CHARS, blank=True, default="")
-    # The id of the window's first message. It only moves forward (contract §3 rule 5) and is stored so
+    # The id of the window's first message. It only moves forward (docs/window.md) and is stored so
     # that every process and every restart sends the same prefix; 0 means "from the beginning".
     window_start_id = models.BigIntegerField(default=0)
     # The turn lease: one turn at a time per session, without holding a transaction across a model
@@ -74,7 +74,7 @@ class Message(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.JSONField(help_text="Anthropic content blocks.")
-    # Computed once on write (contract §3), so the window walk never re-serialises content.
+    # Computed once on write (docs/window.md), so the window walk never re-serialises content.
     tokens = models.PositiveIntegerField()
     is_turn_start = models.BooleanField()
     # The estimate of the largest single block: only messages with a block over the cap
@@ -169,7 +169,7 @@ class IdempotencyKey(models.Model):
 
 
 class ScheduledPrompt(models.Model):
-    """A prompt the server runs as its user at a time, or every N seconds (contract §7)."""
+    """A prompt the server runs as its user at a time, or every N seconds (README, "Commands")."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scheduled_prompts")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")

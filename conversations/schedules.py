@@ -1,4 +1,4 @@
-"""Scheduled prompts (contract §7): made by the command, the admin or the model's tool; run by the
+"""Scheduled prompts (README, "Commands"): made by the command, the admin or the model's tool; run by the
 task engine as their user, through the same turn code as a typed prompt.
 
 Exactly once per due time, across processes: a worker claims a due time by moving `next_run_at`

@@ -1,4 +1,4 @@
-"""The tools the model may call, and running one round of them (contract §3, §5, §7).
+"""The tools the model may call, and running one round of them (README: the canvas tools, memory tools and schedules).
 
 Read-only tools (memory) run first; then the canvas commands and the archiving of the round's
 `tool_result` message commit in one transaction, so a canvas change never exists without its result.

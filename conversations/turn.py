@@ -71,7 +71,7 @@ class TurnResult:
 
 
 def prompt_check(text: str) -> None:
-    """Refuse a prompt before anything is archived (contract §3: 413 and 422 are not archived)."""
+    """Refuse a prompt before anything is archived (a refused prompt, 413 or 422, is not archived)."""
     if not isinstance(text, str) or not text.strip():
         raise PromptInvalid("The prompt is empty.")
     problem = text_problem(text)

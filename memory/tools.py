@@ -1,4 +1,4 @@
-"""The memory tools the model can call: what slid out of the window stays reachable (contract §3).
+"""The memory tools the model can call: what slid out of the window stays reachable (docs/search.md).
 
 Results are compact and dated, one line per message (`[#id 2026-11-20 14:03 user] text`), so the model
 can cite when something was said.

@@ -1,4 +1,4 @@
-"""Checks of contract §3's window rules, shared by the window, turn and soak tests.
+"""Checks of the window's rules (docs/window.md), shared by the window, turn and soak tests.
 
 `assert_valid_window(window, archive=..., limits=...)` checks everything a window must satisfy:
 validity as the Messages API judges it, the budget and the row cap as sent, the block cap, contiguity,
@@ -177,7 +177,7 @@ def assert_valid_window(
     previous: Window | None = None,
     check_start_rule: bool = True,
 ) -> None:
-    """Every rule of contract §3 for `window`, built over `archive` (all messages of the session, oldest
+    """Every rule of the window (docs/window.md) for `window`, built over `archive` (all messages of the session, oldest
     first, as stored) with the stored start `stored_before`. `previous`: the window of an earlier call
     with the same limits, for the prefix-stability check."""
     ids = [row.id for row in archive]

@@ -1,4 +1,4 @@
-"""The window sent to the model (contract §3): a token-budgeted, repaired tail of the archive whose
+"""The window sent to the model (docs/window.md): a token-budgeted, repaired tail of the archive whose
 start is stored and only moves forward, in steps.
 
 - `plan.py`: the pure core (rows, rendering, repairs, where the window starts);

@@ -1,6 +1,6 @@
 """What the window does to single content blocks: shortening over-cap blocks and the notes that stand in
 for blocks it cannot send as they are. Pure functions of their arguments, so that the same archived block
-becomes byte-identical output on every call and the provider's prompt cache keeps hitting (contract §3.4).
+becomes byte-identical output on every call and the provider's prompt cache keeps hitting (docs/window.md).
 """
 
 from __future__ import annotations

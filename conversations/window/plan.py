@@ -1,4 +1,4 @@
-"""The window's pure core (contract §3, "The window sent to the model"): no database, no settings.
+"""The window's pure core (docs/window.md): no database, no settings.
 
 It works on lightweight `Row`s — the facts computed on write (`tokens`, `is_turn_start`,
 `largest_block_tokens`) plus the content, decoded only when a row is actually looked at — and decides

@@ -1,5 +1,5 @@
 // The page: wires the socket, the conversation log, the canvas and the controls together.
-// Frames follow contract §6; endpoints contract §4.
+// Frames and endpoints as the README's "HTTP API" says (canvas/consumers.py lists every frame).
 
 import { isCompact, renderCanvas } from "./canvas.js";
 import {
@@ -55,7 +55,7 @@ export function applyTheme(theme, root = document.documentElement) {
   return root.dataset.theme ?? "";
 }
 
-/** A fresh chat id, valid per contract §3 and sortable by time. */
+/** A fresh chat id, valid as the README's chat-id rule says, and sortable by time. */
 export function newChatId(now = new Date()) {
   const pad = (value) => String(value).padStart(2, "0");
   const stampText = `${now.getFullYear()}${pad(now.getMonth() + 1)}${pad(now.getDate())}-${pad(now.getHours())}${pad(now.getMinutes())}${pad(now.getSeconds())}`;

@@ -1,4 +1,4 @@
-// The browser's copy of the canvas reducer (contract §5). Pure: it never mutates its input and has no
+// The browser's copy of the canvas reducer (README, "The canvas tools"). Pure: it never mutates its input and has no
 // DOM, so it can be tested on its own and mirrors the server's semantics exactly: adding an id that
 // exists replaces that element in place, updates merge, `clear` removes every element, the theme is
 // stored beside the elements and notifications are never stored.

@@ -12,7 +12,7 @@ serving the pytest test database.
   server process sees them, and are flushed afterwards.
 - `logged_in_page`: `page` signed in as the `user` fixture through the real login form.
 - `scout_agent`: a second agent (slug `scout`), for switching agents.
-- `fake_ws`: routes the page's WebSocket to an in-test fake that speaks contract §6, for testing the
+- `fake_ws`: routes the page's WebSocket to an in-test fake that speaks the WebSocket protocol, for testing the
   client's side of the protocol before (or independently of) the real consumer.
 """
 
@@ -183,7 +183,7 @@ def logged_in_page(page: Any, live_server_url: str, user: Any) -> Any:
     return page
 
 
-# --- a fake WebSocket server (contract §6), for the client's side of the protocol -------------
+# --- a fake WebSocket server, for the client's side of the protocol ---------------------------------
 
 
 class FakeSocketServer:

@@ -2,7 +2,7 @@
 (`BUDDY_LLM=offline`: a prompt `CANVAS: [{"name": TOOL, "input": {...}}, ...]` makes exactly those
 tool calls; other prompts get a short deterministic answer that echoes the prompt).
 
-They run against main's consumer, turn and GET /history (contract §4, §6): on SQLite, and on
+They run against main's consumer, turn and GET /history (README, "HTTP API"): on SQLite, and on
 PostgreSQL + Redis when DATABASE_URL and REDIS_URL say so.
 """
 

@@ -42,7 +42,7 @@ COMMAND_OF = {kind: command for command, kind in TYPE_OF.items()}
 
 
 class CanvasMirror:
-    """What a browser keeps: the canvas rebuilt from `canvas_command` frames, per contract §6."""
+    """What a browser keeps: the canvas rebuilt from `canvas_command` frames, as the server sends them."""
 
     def __init__(self) -> None:
         self.elements: list[dict[str, Any]] = []

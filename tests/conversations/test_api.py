@@ -73,7 +73,7 @@ def test_memory_search_without_a_query_is_422(api, session):
 
 def test_a_bad_bearer_token_is_told_apart_from_no_credentials(client, user, agent):
     response = client.get("/chats", HTTP_AUTHORIZATION="Bearer bdy_not-a-token")
-    assert response.status_code == 401 and "token is not valid" in response.json()["detail"]
+    assert response.status_code == 401 and "token is invalid or has been revoked" in response.json()["detail"]
     response = client.get("/chats")
     assert response.status_code == 401 and response.json() == {
         "detail": "Authentication credentials were not provided."

@@ -1,4 +1,4 @@
-"""The window sent to the model (contract §3), built from the archive in the database."""
+"""The window sent to the model (docs/window.md), built from the archive in the database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The read API of contract §4: /history, /memory/stats, /chats, /agents — auth, CSRF, ownership."""
+"""The read API (README, "HTTP API"): /history, /memory/stats, /chats, /agents — auth, CSRF, ownership."""
 
 from __future__ import annotations
 
