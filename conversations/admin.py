@@ -237,9 +237,7 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "model",
         "input",
         "cache_read",
-        "write_5m",
-        "write_1h",
-        "cost",
+        "writes",
         "output",
         "ms",
         "stop",
@@ -248,6 +246,7 @@ class ModelCallAdmin(ReadOnlyAdmin):
     list_filter = ["kind", "model", "created_at"]
     date_hierarchy = "created_at"
     list_select_related = ["session__user", "session__agent"]
+    readonly_fields = ["input_cost"]
     Media = AdminStyles
 
     @admin.display(description="when", ordering="created_at")
@@ -263,13 +262,10 @@ class ModelCallAdmin(ReadOnlyAdmin):
     def cache_read(self, obj: ModelCall) -> int:
         return obj.cache_read_input_tokens
 
-    @admin.display(description="write 5m", ordering="cache_creation_5m_input_tokens")
-    def write_5m(self, obj: ModelCall) -> int:
-        return obj.cache_creation_5m_input_tokens
-
-    @admin.display(description="write 1h", ordering="cache_creation_1h_input_tokens")
-    def write_1h(self, obj: ModelCall) -> int:
-        return obj.cache_creation_1h_input_tokens
+    @admin.display(description="writes 5m/1h", ordering="cache_creation_input_tokens")
+    def writes(self, obj: ModelCall) -> str:
+        """Cache writes per lifetime (BUDDY_CACHE_TTL)."""
+        return f"{obj.cache_creation_5m_input_tokens}/{obj.cache_creation_1h_input_tokens}"
 
     @admin.display(description="output", ordering="output_tokens")
     def output(self, obj: ModelCall) -> int:
@@ -283,8 +279,8 @@ class ModelCallAdmin(ReadOnlyAdmin):
     def stop(self, obj: ModelCall) -> str:
         return obj.stop_reason
 
-    @admin.display(description="cost")
-    def cost(self, obj: ModelCall) -> str:
+    @admin.display(description="input cost (base input tokens)")
+    def input_cost(self, obj: ModelCall) -> str:
         """The call's input in base input tokens (reads 0.1×, 5-minute writes 1.25×, 1-hour writes 2×)."""
         return f"{input_cost({name: getattr(obj, name) for name in INPUT_PRICE}):,.0f}"
 

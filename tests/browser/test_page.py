@@ -27,7 +27,7 @@ def page_scroll(page) -> float:
 
 
 def connected(page) -> None:
-    page.wait_for_function("document.getElementById('connection').dataset.status === 'open'")
+    page.wait_for_function("() => document.getElementById('connection').dataset.status === 'open'")
 
 
 @pytest.fixture
@@ -121,7 +121,7 @@ def test_a_scheduled_prompt_appears_in_an_open_page_without_a_reload(logged_in_p
     scheduled.wait_for()
     assert scheduled.text_content().startswith("Scheduled prompt: CANVAS:")
     log(page).get_by_text("Done: 1 canvas change(s) made.").wait_for()
-    page.wait_for_function("document.getElementById('composer').dataset.running === 'false'")
+    page.wait_for_function("() => document.getElementById('composer').dataset.running === 'false'")
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1  # never reloaded
 
     page.reload()  # and the same after a reload: the archive knows it was scheduled
@@ -239,7 +239,7 @@ def test_answering_a_confirmation_with_the_keyboard_keeps_focus_on_it(logged_in_
     article.get_by_role("button", name="Confirm").focus()
     page.keyboard.press("Enter")
     article.get_by_text("Confirmed").wait_for()
-    page.wait_for_function("document.getElementById('composer').dataset.running === 'false'")
+    page.wait_for_function("() => document.getElementById('composer').dataset.running === 'false'")
     assert page.evaluate("document.activeElement.dataset.id") == "ship"
     assert page.evaluate("document.activeElement !== document.body")
 
@@ -269,7 +269,7 @@ def test_new_chats_are_named_by_their_first_prompt_and_renamed_and_labels_fit(lo
     not_found = []
     page.on("response", lambda response: not_found.append(response.url) if response.status == 404 else None)
     send_and_wait(page, "Hello in the main chat")
-    page.wait_for_function("document.getElementById('chat').selectedOptions[0].textContent !== 'Main chat'")
+    page.wait_for_function("() => document.getElementById('chat').selectedOptions[0].textContent !== 'Main chat'")
     assert picker_label_fits(page)
 
     page.get_by_role("button", name="New chat").click()
@@ -277,7 +277,7 @@ def test_new_chats_are_named_by_their_first_prompt_and_renamed_and_labels_fit(lo
     assert page.get_by_label("Chat", exact=True).locator("option:checked").inner_text() == "New chat"
     assert page.get_by_role("button", name="Rename this conversation").is_disabled()  # nothing to name yet
     send_and_wait(page, "Plan a three-day trip to Lisbon in May, with museums")
-    page.wait_for_function("document.getElementById('chat').selectedOptions[0].textContent.startsWith('Plan a')")
+    page.wait_for_function("() => document.getElementById('chat').selectedOptions[0].textContent.startsWith('Plan a')")
     label = page.get_by_label("Chat", exact=True).locator("option:checked").inner_text()
     assert label.startswith("Plan a three-day") and label.endswith("…")
     assert picker_label_fits(page)
@@ -287,11 +287,11 @@ def test_new_chats_are_named_by_their_first_prompt_and_renamed_and_labels_fit(lo
     assert name.input_value() == "Plan a three-day trip to Lisbon in May, with museums"
     name.fill("Lisbon in May")
     page.get_by_role("button", name="Save").click()
-    page.wait_for_function("document.getElementById('chat').selectedOptions[0].textContent === 'Lisbon in May'")
+    page.wait_for_function("() => document.getElementById('chat').selectedOptions[0].textContent === 'Lisbon in May'")
     assert page.get_by_role("button", name="Rename this conversation").evaluate("n => n === document.activeElement")
 
     page.reload()
-    page.wait_for_function("document.getElementById('chat').selectedOptions[0].textContent === 'Lisbon in May'")
+    page.wait_for_function("() => document.getElementById('chat').selectedOptions[0].textContent === 'Lisbon in May'")
     assert picker_label_fits(page)
     assert not_found == []  # neither the new chat nor the first one asked for a history that is not there
 

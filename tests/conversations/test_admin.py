@@ -95,7 +95,9 @@ def test_staff_see_what_the_prompt_cache_costs_per_lifetime(client, staff_user, 
     # 100 + 1.25 × 1,000 + 2 × 2,000 + 0.1 × 20,000 = 7,350 base input tokens, 32 % of 23,100 uncached.
     assert "read 20,000" in detail and "5-minute lifetime 1,000" in detail and "1-hour lifetime 2,000" in detail
     assert "input cost 7,350 base input tokens (32%" in detail
-    assert "7,350" in calls and "Write 5m" in calls and "Write 1h" in calls
+    assert "Writes 5m/1h" in calls and "1000/2000" in calls
+    call = ModelCall.objects.get()
+    assert "7,350" in client.get(reverse("admin:conversations_modelcall_change", args=[call.pk])).content.decode()
 
 
 def test_model_calls_name_the_model_that_answered_with_its_input_tokens(client, staff_user, user, agent, settings):
