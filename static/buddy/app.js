@@ -241,27 +241,28 @@ class BuddyApp {
 
   // --- HTTP ------------------------------------------------------------------------------------
 
-  async getJson(url) {
-    const response = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-    if (response.status === 401) {
-      this.goToLogin();
-      return { status: 401, data: null };
-    }
-    let data = null;
-    if ((response.headers.get("content-type") || "").includes("application/json")) data = await response.json();
-    return { status: response.status, data };
+  getJson(url) {
+    return this.request(url, {});
   }
 
   csrfToken() {
     return document.querySelector("input[name=csrfmiddlewaretoken]")?.value ?? "";
   }
 
-  async sendJson(method, url, body) {
-    const response = await fetch(url, {
+  sendJson(method, url, body) {
+    return this.request(url, {
       method,
-      headers: { Accept: "application/json", "Content-Type": "application/json", "X-CSRFToken": this.csrfToken() },
-      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": this.csrfToken() },
       body: JSON.stringify(body),
+    });
+  }
+
+  /** `{status, data}` of a request to the API: JSON data when the answer is JSON; a 401 goes to the login page. */
+  async request(url, { headers = {}, ...options }) {
+    const response = await fetch(url, {
+      ...options,
+      headers: { Accept: "application/json", ...headers },
+      credentials: "same-origin",
     });
     if (response.status === 401) {
       this.goToLogin();
@@ -807,7 +808,13 @@ class BuddyApp {
 
   onAssistantMessage({ text, message_id: messageId }) {
     const id = messageId === undefined || messageId === null ? null : String(messageId);
-    if (id !== null && this.shownIds.has(id) && !this.streamRow) {
+    if (id !== null && this.shownIds.has(id)) {
+      // Shown already (a prompt sent over HTTP is ended by its answer, which can arrive before the
+      // socket's frames): deltas that came after it are the same text again.
+      if (this.streamRow && !this.streamRow.dataset.messageId) this.streamRow.remove();
+      this.streamRow = null;
+      this.streamText = "";
+      this.turnTexts = [];
       this.setRunning(false);
       return;
     }
