@@ -1,7 +1,7 @@
 """What prompt caching saves: a 500-turn conversation against the fake Messages API.
 
 Runs Buddy's real turn code (window, request layout, tools) through the real SDK against
-tests/fake_anthropic.py, which accounts prompt caching like the real API (prefix match at each
+devtools/fake_anthropic.py, which accounts prompt caching like the real API (prefix match at each
 breakpoint with a 20-block lookback, ≥ 1,024 tokens to cache, entries living 5 minutes or 1 hour
 after their last hit, writes 1.25× or 2×, reads 0.1×). The canvas changes every few turns. Then it
 replays the same conversation as the original design would send it — the window drops one old
@@ -72,7 +72,7 @@ def run(turns: int, plot: bool) -> None:
 
     from conversations.models import Message, ModelCall
     from conversations.services import session_get_or_create
-    from tests.fake_anthropic import FakeAnthropic, Reply, cost_units
+    from devtools.fake_anthropic import FakeAnthropic, Reply, cost_units
 
     server = FakeAnthropic().start()
     settings.ANTHROPIC_BASE_URL, settings.ANTHROPIC_API_KEY = server.base_url, "bench-key"
@@ -130,7 +130,7 @@ def _converse(session, server, pauses: list[float]) -> list[int]:
 
     from conversations.models import Message, ModelCall
     from conversations.turn import turn_run
-    from tests.fake_anthropic import Reply
+    from devtools.fake_anthropic import Reply
 
     counter = {"n": 0}
 
@@ -191,7 +191,7 @@ def run_pacing(turns: int, mix: str, plot: bool) -> None:
 
     from conversations.models import Message, ModelCall
     from conversations.services import session_get_or_create
-    from tests.fake_anthropic import FakeAnthropic, Reply, cost_units
+    from devtools.fake_anthropic import FakeAnthropic, Reply, cost_units
 
     pauses = draw_pauses(turns, mix)
     user = get_user_model().objects.create_user("bench", password="x" * 12, first_name="Bench")
@@ -339,7 +339,7 @@ def _plot_pacing(runs, original_calls, turn_of_call, pauses, mix) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from tests.fake_anthropic import cost_units
+    from devtools.fake_anthropic import cost_units
 
     def cumulative(costs) -> list[float]:
         per_turn = [0.0] * len(pauses)

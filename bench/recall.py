@@ -3,7 +3,7 @@
     .venv/bin/python bench/recall.py [PATH]        # SQLite: var/bench/locomo.sqlite3, rebuilt each run
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/buddy_bench_locomo .venv/bin/python bench/recall.py
 
-PATH is a LoCoMo file (default ../shared/data/locomo-dev.json); bench/locomo.py reads it the way
+PATH is a LoCoMo file (default ../shared/data/locomo-dev.json); devtools/locomo.py reads it the way
 ../shared/data/README.md defines the figure. Each conversation is imported into a chat through the
 write path (messages_bulk_append), every question is asked through memory.search.search_history
 (limit 10), and a question counts as answered at k when one of its evidence turns is among the first
@@ -48,7 +48,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import override_settings  # noqa: E402
 
-from bench import locomo  # noqa: E402
+from devtools import locomo  # noqa: E402
 from memory import search, semantic  # noqa: E402
 from memory.search.text import QUERY_STOP_WORDS  # noqa: E402
 
@@ -222,7 +222,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations")
     args = parser.parse_args()
     if not Path(args.path).exists():
-        sys.exit(f"{args.path}: no such file (LoCoMo is not shipped with Buddy; see bench/locomo.py)")
+        sys.exit(f"{args.path}: no such file (LoCoMo is not shipped with Buddy; see devtools/locomo.py)")
 
     conversations = locomo.load(args.path)
     if args.conversations:

@@ -303,7 +303,7 @@ def _vector_counts() -> None:
 def time_semantic_parts(session, queries: list[str]) -> None:
     """Where semantic search spends its time: the query's encoding and the window scan (its vectors
     kept by the process since the previous search: the scan reads only what is new)."""
-    from bench.synthetic_conversations import generate
+    from devtools.synthetic_conversations import generate
     from memory import semantic
     from memory.semantic import encoder, quantized
 

@@ -1,6 +1,6 @@
 """Soak: two daphne processes, a django-q2 worker, PostgreSQL and Redis under steady prompts, one crash.
 
-Everything runs on loopback. The bench process starts the fake Messages API (tests/fake_anthropic.py;
+Everything runs on loopback. The bench process starts the fake Messages API (devtools/fake_anthropic.py;
 it answers instantly, with canvas tool calls for some prompts and a short text otherwise), two daphne
 processes and one `manage.py qcluster` on a database of its own (`buddy_soak`, recreated each run)
 and a Redis channel prefix of its own. Then:
@@ -20,7 +20,7 @@ Afterwards it checks, from the database: every prompt answered 200 is archived e
 reply's message exists; an unanswered prompt is archived at most once; every canvas equals the
 replay of its archived canvas tool calls (results that are not errors, in order, through
 `canvas.services.canvas_reduce`), and its version counts them; every session's window is valid
-(`window_preview` against tests/window_rules.py); every socket's canvas equals the stored one. It
+(`window_preview` against devtools/window_rules.py); every socket's canvas equals the stored one. It
 prints a Markdown summary and writes it (with the raw figures as JSON) under var/bench/soak/, and the
 latency plot to `--plot`.
 
@@ -51,8 +51,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._django import BENCH_DIR, ROOT, setup  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
-from tests.servers import wait_until_up  # noqa: E402
+from devtools.servers import (
+    free_port,  # noqa: E402
+    wait_until_up,  # noqa: E402
+)
 
 PG_SERVER = "postgres://postgres@127.0.0.1:5432"
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -92,7 +94,7 @@ def _first_text(message: dict[str, Any]) -> str:
 
 def responder(body: dict[str, Any]):
     """Canvas tool calls with element ids derived from the prompt, else a short text."""
-    from tests.fake_anthropic import Reply
+    from devtools.fake_anthropic import Reply
 
     if not body.get("tools"):  # a summary call
         return Reply([{"type": "text", "text": "The user and the assistant planned things; cards were kept."}])
@@ -496,8 +498,8 @@ def verify(soak: Soak) -> dict[str, Any]:
     from conversations.content import text_of
     from conversations.models import IdempotencyKey, Message, ModelCall, Session
     from conversations.window import window_limits, window_preview
+    from devtools.window_rules import assert_valid_window
     from memory.models import Summary
-    from tests.window_rules import assert_valid_window
 
     close_old_connections()
     user_pks = [user.pk for user in soak.users]
@@ -714,7 +716,7 @@ def summarise(soak: Soak, checks: dict[str, Any], command: str, elapsed: float) 
         ),
         ("sockets whose canvas equals the stored one", f"{len(views) - len(checks['socket_mismatch'])} / {len(views)}"),
         (
-            "valid windows (tests/window_rules.py)",
+            "valid windows (devtools/window_rules.py)",
             f"{sessions - len(checks['windows_bad'])} / {sessions} ({checks['window_steps']} sessions stepped)",
         ),
         ("leases still held / keys without an answer", f"{checks['leases_held']} / {checks['keys_without_answer']}"),
@@ -852,7 +854,7 @@ def main() -> None:
     command = ".venv/bin/python bench/soak.py " + " ".join(sys.argv[1:])
     OUT_DIR.mkdir(parents=True, exist_ok=True)
 
-    from tests.fake_anthropic import FakeAnthropic
+    from devtools.fake_anthropic import FakeAnthropic
 
     fake = FakeAnthropic(api_key="soak-key").start()
     fake.responder = responder

@@ -46,6 +46,8 @@ os.environ["DATABASE_URL"] = DATABASE_URL
 os.environ.pop("REDIS_URL", None)  # this process only prepares the database
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "buddy.settings")
 
+from devtools.servers import free_port  # noqa: E402
+
 
 def setup_database() -> str:
     """Migrate, make the user, the chat and its 50-element canvas; return a session cookie value."""
@@ -92,12 +94,6 @@ def raise_file_limit() -> int:
     if soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))  # inherited by the server
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_server(layer: str, port: int, log: Path, priority: int = 0) -> subprocess.Popen:

@@ -4,13 +4,12 @@ pytest-django imports before any conftest (a conftest is loaded after Django is 
 from __future__ import annotations
 
 import os
-import socket
 
 import pytest
 from hypothesis import HealthCheck  # noqa: E402
 from hypothesis import settings as hypothesis_settings
 
-pytest_plugins = ["tests.fake_anthropic"]
+pytest_plugins = ["devtools.fake_anthropic"]
 
 hypothesis_settings.register_profile("ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 hypothesis_settings.register_profile("dev", deadline=None, max_examples=30)
@@ -38,12 +37,6 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
         db.setdefault("TEST", {})["NAME"] = str(settings.VAR_DIR / f"test_buddy_{suffix}.sqlite3")
     else:
         db.setdefault("TEST", {})["NAME"] = f"test_buddy_{suffix}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import anthropic
 import httpx2
 import pytest
 
-from tests.fake_anthropic import MIN_CACHEABLE_TOKENS, FakeAnthropic, Reply, cost_units
+from devtools.fake_anthropic import MIN_CACHEABLE_TOKENS, FakeAnthropic, Reply, cost_units
 
 MODEL = "claude-haiku-4-5"
 # Over 1,024 tokens at 4 characters a token, once serialised.

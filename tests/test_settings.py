@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from tests.servers import ROOT, daphne
+from devtools.servers import ROOT, daphne
 
 PRINT_SETTINGS = "from django.conf import settings; print(settings.DEBUG); print(settings.SECRET_KEY)"
 

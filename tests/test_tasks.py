@@ -13,7 +13,7 @@ from django_q.models import Success
 from django_q.tasks import async_task
 
 from conversations.models import IdempotencyKey
-from tests.servers import ROOT, server_env
+from devtools.servers import ROOT, server_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -30,8 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import free_port
-from tests.servers import database_url, wait_until_up
+from devtools.servers import database_url, free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -21,8 +21,8 @@ from django.db import connection
 from django.test import Client
 
 from canvas.services import canvas_apply
+from devtools.servers import free_port
 from tests.canvas.examples import ADD_EXAMPLES
-from tests.conftest import free_port
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres, pytest.mark.redis]
 

@@ -9,7 +9,7 @@ import pytest
 
 from canvas.tools import CANVAS_TOOL_NAMES
 from conversations.tools import tool_round_run
-from tests.servers import ROOT
+from devtools.servers import ROOT
 
 pytestmark = pytest.mark.django_db
 

@@ -25,7 +25,7 @@ from conversations.schedules import (
     schedules_run_due,
 )
 from conversations.services import message_append, session_get_or_create
-from tests.servers import ROOT
+from devtools.servers import ROOT
 
 CARD = "CANVAS: " + json.dumps(
     [{"name": "canvas_add_card", "input": {"id": "morning", "title": "Good morning", "body": "Stand-up at 9"}}]

@@ -15,7 +15,7 @@ from conversations.llm import usage_dict
 from conversations.models import Message, ModelCall, Session
 from conversations.services import api_token_create, session_get_or_create
 from conversations.turn import turn_cancel, turn_run
-from tests.servers import daphne
+from devtools.servers import daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -364,7 +364,7 @@ def test_the_tool_round_limit_ends_the_turn_with_a_clear_message(model, session,
 
 
 def _tool_reply(n: int):
-    from tests.fake_anthropic import Reply
+    from devtools.fake_anthropic import Reply
 
     return Reply(
         [

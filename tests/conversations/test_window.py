@@ -24,8 +24,8 @@ from conversations.window import (
     window_render,
 )
 from conversations.window import services as window_services
+from devtools.window_rules import assert_valid_window
 from tests.window_archives import archives, limits
-from tests.window_rules import assert_valid_window
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from conversations.window.blocks import (
 from conversations.window.plan import Limits, Row, effective_start_id, plan_window, row_from_content
 from conversations.window.selectors import window_from_plan
 from conversations.window.types import Window, window_render
+from devtools.window_rules import assert_api_valid, assert_valid_window
 from tests.window_archives import archives, limits
-from tests.window_rules import assert_api_valid, assert_valid_window
 
 
 def make_archive(messages: list[tuple[str, list[dict] | str]]) -> list[Row]:

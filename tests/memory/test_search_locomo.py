@@ -1,5 +1,5 @@
 """Retrieval quality on real conversations: one LoCoMo conversation (../shared/data/locomo-dev.json,
-read the way its README defines the figure: bench/locomo.py) imported through the write path, every
+read the way its README defines the figure: devtools/locomo.py) imported through the write path, every
 question asked through memory.search. Fails when recall drops below what the current ranking measured
 (minus one question), on either backend. LoCoMo is not shipped with Buddy: without the file the test
 is skipped and says where it looked."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench import locomo
 from conversations.models import Message
 from conversations.services import message_build, messages_bulk_append
+from devtools import locomo
 from memory import semantic
 from memory.search import search_history
 from memory.semantic import encoder
@@ -27,7 +27,7 @@ MIN_RECALL = {"words": (58 / 81, 63 / 81), "semantic": (59 / 81, 66 / 81)}
 @pytest.fixture
 def conversation():
     if not locomo.DEFAULT_PATH.exists():
-        pytest.skip(f"LoCoMo is not at {locomo.DEFAULT_PATH} (it is not shipped with Buddy: bench/locomo.py)")
+        pytest.skip(f"LoCoMo is not at {locomo.DEFAULT_PATH} (it is not shipped with Buddy: devtools/locomo.py)")
     return locomo.load()[CONVERSATION]
 
 

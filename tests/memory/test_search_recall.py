@@ -1,4 +1,4 @@
-"""Retrieval quality, small and deterministic: a synthetic conversation (bench/synthetic_conversations.py)
+"""Retrieval quality, small and deterministic: a synthetic conversation (devtools/synthetic_conversations.py)
 of 300 turns, loaded through the write path and searched through memory.search. The ranking is tuned on
 real conversations (tests/memory/test_search_locomo.py, docs/benchmarks.md); this guards its machinery
 (stems, context, candidates, vectors) on a machine without them, and fails when recall drops below what
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.synthetic_conversations import generate
 from conversations.models import Message
 from conversations.services import message_build, messages_bulk_append
+from devtools.synthetic_conversations import generate
 from memory import semantic
 from memory.search import search_history
 from memory.semantic import encoder

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -15,9 +16,13 @@ from urllib.parse import quote
 
 from django.db import connection
 
-from tests.conftest import free_port
-
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def database_url(settings_dict: dict[str, Any]) -> str:
