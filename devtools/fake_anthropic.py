@@ -59,8 +59,8 @@ Scripting replies
     message>``. Failures on demand: ``fail_next``, ``hang_next``, ``cut_stream_next``,
     ``error_stream_next``, ``delay_stream``.
 
-The ``fake_anthropic`` fixture starts a server per test and points the app's settings and the
-environment (for subprocesses) at it.
+The ``fake_anthropic`` fixture (tests/conftest.py) starts a server per test and points the app's
+settings and the environment (for subprocesses) at it.
 """
 
 from __future__ import annotations
@@ -79,8 +79,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-
-import pytest
 
 Block = dict[str, Any]
 Json = dict[str, Any]
@@ -1049,22 +1047,3 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
-
-
-# --- pytest ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_anthropic(settings, monkeypatch) -> Iterator[FakeAnthropic]:
-    """A started ``FakeAnthropic`` that the app (settings) and subprocesses (environment) use."""
-    server = FakeAnthropic().start()
-    try:
-        settings.BUDDY_LLM = "anthropic"
-        settings.ANTHROPIC_BASE_URL = server.base_url
-        settings.ANTHROPIC_API_KEY = "test-key"
-        monkeypatch.setenv("BUDDY_LLM", "anthropic")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        yield server
-    finally:
-        server.stop()

@@ -4,12 +4,13 @@ pytest-django imports before any conftest (a conftest is loaded after Django is 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck  # noqa: E402
 from hypothesis import settings as hypothesis_settings
 
-pytest_plugins = ["devtools.fake_anthropic"]
+from devtools.fake_anthropic import FakeAnthropic
 
 hypothesis_settings.register_profile("ci", deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 hypothesis_settings.register_profile("dev", deadline=None, max_examples=30)
@@ -37,6 +38,22 @@ def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
         db.setdefault("TEST", {})["NAME"] = str(settings.VAR_DIR / f"test_buddy_{suffix}.sqlite3")
     else:
         db.setdefault("TEST", {})["NAME"] = f"test_buddy_{suffix}"
+
+
+@pytest.fixture
+def fake_anthropic(settings, monkeypatch) -> Iterator[FakeAnthropic]:
+    """A started ``FakeAnthropic`` that the app (settings) and subprocesses (environment) use."""
+    server = FakeAnthropic().start()
+    try:
+        settings.BUDDY_LLM = "anthropic"
+        settings.ANTHROPIC_BASE_URL = server.base_url
+        settings.ANTHROPIC_API_KEY = "test-key"
+        monkeypatch.setenv("BUDDY_LLM", "anthropic")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
