@@ -1,5 +1,7 @@
 """What a canvas element is: its type, its fields and their rules (README, "The canvas tools").
 
+Each element type's fields are the input model of the tool that adds it (`CardIn`, `ChartIn`, …): its
+JSON schema is that tool's definition (canvas.tools) and its validation is the element's check.
 Pure functions on plain dicts, no database: `canvas.services` uses them under the row lock, and
 anything else (a test, an import) can check an element the same way.
 An element is stored as `{"type": ..., "id": ..., <fields>}`; the fields are the tool's input.
@@ -10,20 +12,29 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
 from canvas.limits import (
     CHART_TYPES,
+    ELEMENT_ID_PATTERN,
     ELEMENT_ID_RE,
     MAX_BUTTON_LABEL_CHARS,
     MAX_ELEMENT_BYTES,
     MAX_TITLE_CHARS,
     MEDIA_TYPES,
+)
+from conversations.tool_inputs import (
+    ToolInput,
+    ToolInputError,
+    input_error,
+    json_type,
+    not_blank,
+    tool_input_parse,
 )
 
 Element = dict[str, Any]
@@ -40,68 +51,39 @@ class CanvasCommandError(ValueError):
         self.code = code
 
 
-def json_type(value: Any) -> str:
-    """The JSON name of a value's type, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def check_id(value: Any, field: str = "id") -> str:
-    if not isinstance(value, str):
-        raise CanvasCommandError(f"`{field}` must be a string, not {json_type(value)}")
+def _not_an_id(value: str) -> str:
+    return f"{value[:80]!r} is not a valid element id: use 1–64 characters of A-Z a-z 0-9 _ . : -"
+
+
+def _element_id(value: str) -> str:
     if not ELEMENT_ID_RE.match(value):
-        raise CanvasCommandError(
-            f"`{field}` {value[:80]!r} is not a valid element id: use 1–64 characters of A-Z a-z 0-9 _ . : -"
-        )
+        raise input_error(_not_an_id(value))
     return value
 
 
-def _string(field: str, value: Any, *, max_chars: int | None = None, allow_blank: bool = False) -> None:
+def check_id(value: Any, field: str = "id") -> str:
+    """An element id from outside a tool's input (a confirmation's answer): CanvasCommandError unless valid."""
     if not isinstance(value, str):
         raise CanvasCommandError(f"`{field}` must be a string, not {json_type(value)}")
-    if not allow_blank and not value.strip():
-        raise CanvasCommandError(f"`{field}` must not be empty")
-    if max_chars is not None and len(value) > max_chars:
-        raise CanvasCommandError(f"`{field}` is {len(value)} characters; at most {max_chars} are allowed")
+    if not ELEMENT_ID_RE.match(value):
+        raise CanvasCommandError(f"`{field}` {_not_an_id(value)}")
+    return value
 
 
-def _title(field: str, value: Any) -> None:
-    _string(field, value, max_chars=MAX_TITLE_CHARS)
+def _label(value: Any) -> Any:
+    if not (isinstance(value, str) or _is_number(value)):
+        raise input_error(f"must be a string or a number, not {json_type(value)}")
+    return value
 
 
-def _text(field: str, value: Any) -> None:
-    _string(field, value)
-
-
-def _blank_text(field: str, value: Any) -> None:
-    _string(field, value, allow_blank=True)
-
-
-def _button_label(field: str, value: Any) -> None:
-    _string(field, value, max_chars=MAX_BUTTON_LABEL_CHARS)
-
-
-def _choice(options: tuple[str, ...]) -> Callable[[str, Any], None]:
-    def check(field: str, value: Any) -> None:
-        if value not in options or not isinstance(value, str):
-            raise CanvasCommandError(f"`{field}` must be one of {', '.join(options)}; got {json.dumps(value)[:80]}")
-
-    return check
+def _cell(value: Any) -> Any:
+    if not (value is None or isinstance(value, str | bool) or _is_number(value)):
+        raise input_error(f"must be a string, number, boolean or null, not {json_type(value)}")
+    return value
 
 
 # Browsers read a backslash as a slash and drop tabs and newlines in URLs, so `/\\evil.example/x` or
@@ -126,157 +108,166 @@ def media_host_allowed(url: str) -> bool:
     return host in settings.BUDDY_MEDIA_HOSTS
 
 
-def _url(field: str, value: Any) -> None:
-    _string(field, value)
+def _url(value: str) -> str:
     if _SAME_SITE_PATH_RE.fullmatch(value) or media_host_allowed(value):
-        return
+        return value
     hosts = ", ".join(settings.BUDDY_MEDIA_HOSTS) or "none are configured"
-    raise CanvasCommandError(
-        f"`{field}` must be a path on this site starting with a single '/', or an https:// URL on one of the "
+    raise input_error(
+        f"must be a path on this site starting with a single '/', or an https:// URL on one of the "
         f"media hosts the server allows ({hosts}); {value[:80]!r} is neither"
     )
 
 
-def _labels(field: str, value: Any) -> None:
-    if not isinstance(value, list) or not value:
-        raise CanvasCommandError(f"`{field}` must be a non-empty array of strings or numbers")
-    for index, label in enumerate(value):
-        if not (isinstance(label, str) or _is_number(label)):
-            raise CanvasCommandError(f"`{field}[{index}]` must be a string or a number, not {json_type(label)}")
+# The field types of the canvas tools: each rule once, as the schema the model reads and the check it meets.
+ElementId = Annotated[
+    str,
+    AfterValidator(_element_id),
+    Field(
+        description="Your name for the element: 1–64 characters of A-Z a-z 0-9 _ . : -. "
+        "Reuse an id to replace that element in place.",
+        json_schema_extra={"pattern": ELEMENT_ID_PATTERN, "minLength": 1, "maxLength": 64},
+    ),
+]
+Title = Annotated[str, Field(min_length=1, max_length=MAX_TITLE_CHARS), AfterValidator(not_blank)]
+Text = Annotated[str, Field(min_length=1), AfterValidator(not_blank)]
+ButtonLabel = Annotated[str, Field(min_length=1, max_length=MAX_BUTTON_LABEL_CHARS), AfterValidator(not_blank)]
+ChartType = Literal[CHART_TYPES]
+MediaType = Literal[MEDIA_TYPES]
+Label = Annotated[Any, AfterValidator(_label), WithJsonSchema({"type": ["string", "number"]})]
+Cell = Annotated[Any, AfterValidator(_cell), WithJsonSchema({"type": ["string", "number", "boolean", "null"]})]
+Labels = Annotated[list[Label], Field(min_length=1)]
+Columns = Annotated[list[str], Field(min_length=1)]
+Rows = list[list[Cell]]
+MediaUrl = Annotated[
+    str, Field(min_length=1, description="A /path, or https:// on an allowed host."), AfterValidator(_url)
+]
 
 
-def _series(field: str, value: Any) -> None:
-    if not isinstance(value, list) or not value:
-        raise CanvasCommandError(f"`{field}` must be a non-empty array of {{name, values}} objects")
-    for index, item in enumerate(value):
-        where = f"{field}[{index}]"
-        if not isinstance(item, dict):
-            raise CanvasCommandError(f"`{where}` must be an object {{name, values}}, not {json_type(item)}")
-        extra = sorted(set(item) - {"name", "values"})
-        if extra:
-            raise CanvasCommandError(f"`{where}` has unexpected fields {', '.join(extra)}; a series has name, values")
-        if "name" not in item or "values" not in item:
-            raise CanvasCommandError(f"`{where}` needs both `name` and `values`")
-        _string(f"{where}.name", item["name"], max_chars=MAX_TITLE_CHARS)
-        values = item["values"]
-        if not isinstance(values, list):
-            raise CanvasCommandError(f"`{where}.values` must be an array of numbers, not {json_type(values)}")
-        for position, number in enumerate(values):
-            if number is not None and not _is_number(number):
-                raise CanvasCommandError(
-                    f"`{where}.values[{position}]` must be a number (or null), not {json_type(number)}"
+class Series(ToolInput):
+    noun: ClassVar[str] = "a series"
+
+    name: Annotated[Title, Field(description="Legend name of the series.")]
+    values: list[float | None]
+
+
+SeriesList = Annotated[
+    list[Series],
+    Field(min_length=1, description="One or more data series; each has one value per label, in label order."),
+]
+
+
+class CardIn(ToolInput):
+    noun: ClassVar[str] = "a card"
+
+    id: ElementId
+    title: Annotated[Title, Field(description="Heading of the element.")]
+    body: Annotated[str | None, Field(description="Plain text under the title.")] = None
+
+
+class TextIn(ToolInput):
+    noun: ClassVar[str] = "a text"
+
+    id: ElementId
+    content: Text
+    title: Annotated[Title | None, Field(description="Optional heading of the element.")] = None
+
+
+class ChartIn(ToolInput):
+    noun: ClassVar[str] = "a chart"
+
+    id: ElementId
+    title: Annotated[Title, Field(description="Heading of the element.")]
+    chart_type: ChartType
+    labels: Labels
+    series: SeriesList
+
+    @model_validator(mode="after")
+    def _one_value_per_label(self) -> ChartIn:
+        count = len(self.labels)
+        for index, series in enumerate(self.series):
+            if len(series.values) != count:
+                raise input_error(
+                    f"`series[{index}]` ({series.name!r}) has {len(series.values)} values but there are "
+                    f"{count} labels: give exactly one value per label"
                 )
+        return self
 
 
-def _columns(field: str, value: Any) -> None:
-    if not isinstance(value, list) or not value:
-        raise CanvasCommandError(f"`{field}` must be a non-empty array of strings")
-    for index, column in enumerate(value):
-        if not isinstance(column, str):
-            raise CanvasCommandError(f"`{field}[{index}]` must be a string, not {json_type(column)}")
+class TableIn(ToolInput):
+    noun: ClassVar[str] = "a table"
 
+    id: ElementId
+    title: Annotated[Title, Field(description="Heading of the element.")]
+    columns: Columns
+    rows: Rows
 
-def _rows(field: str, value: Any) -> None:
-    if not isinstance(value, list):
-        raise CanvasCommandError(f"`{field}` must be an array of rows (arrays of cells), not {json_type(value)}")
-    for index, row in enumerate(value):
-        if not isinstance(row, list):
-            raise CanvasCommandError(f"`{field}[{index}]` must be an array of cells, not {json_type(row)}")
-        for position, cell in enumerate(row):
-            if not (cell is None or isinstance(cell, str | bool) or _is_number(cell)):
-                raise CanvasCommandError(
-                    f"`{field}[{index}][{position}]` must be a string, number, boolean or null, not {json_type(cell)}"
+    @model_validator(mode="after")
+    def _one_cell_per_column(self) -> TableIn:
+        count = len(self.columns)
+        for index, row in enumerate(self.rows):
+            if len(row) != count:
+                raise input_error(
+                    f"`rows[{index}]` has {len(row)} cells but there are {count} columns: give one cell per column"
                 )
+        return self
 
 
-def _chart_consistent(element: Element) -> None:
-    count = len(element["labels"])
-    for index, series in enumerate(element["series"]):
-        if len(series["values"]) != count:
-            raise CanvasCommandError(
-                f"`series[{index}]` ({series['name']!r}) has {len(series['values'])} values but there are "
-                f"{count} labels: give exactly one value per label"
-            )
+class MediaIn(ToolInput):
+    noun: ClassVar[str] = "a media element"
+
+    id: ElementId
+    url: MediaUrl
+    media_type: MediaType
+    title: Annotated[Title | None, Field(description="Optional heading of the element.")] = None
 
 
-def _table_consistent(element: Element) -> None:
-    count = len(element["columns"])
-    for index, row in enumerate(element["rows"]):
-        if len(row) != count:
-            raise CanvasCommandError(
-                f"`rows[{index}]` has {len(row)} cells but there are {count} columns: give one cell per column"
-            )
+class ConfirmationIn(ToolInput):
+    noun: ClassVar[str] = "a confirmation"
 
-
-@dataclass(frozen=True)
-class FieldRule:
-    check: Callable[[str, Any], None]
-    required: bool
+    id: ElementId
+    title: Annotated[Title, Field(description="Heading of the element.")]
+    message: Annotated[Text, Field(description="The question, in plain text.")]
+    confirm_label: ButtonLabel | None = None
+    cancel_label: ButtonLabel | None = None
 
 
 @dataclass(frozen=True)
 class ElementType:
     name: str
     add_command: str
-    fields: dict[str, FieldRule]
-    consistent: Callable[[Element], None] | None = None
+    # The add tool's input: the element's fields and their rules.
+    model: type[ToolInput]
     # Written by the server, never by a command (a confirmation's answer).
     server_fields: tuple[str, ...] = ()
+
+    @property
+    def fields(self) -> list[str]:
+        return [name for name in self.model.model_fields if name != "id"]
+
+    def required(self, field: str) -> bool:
+        return self.model.model_fields[field].is_required()
 
 
 ELEMENT_TYPES: dict[str, ElementType] = {
     element_type.name: element_type
     for element_type in (
-        ElementType(
-            "card",
-            "canvas_add_card",
-            {"title": FieldRule(_title, True), "body": FieldRule(_blank_text, False)},
-        ),
-        ElementType("text", "canvas_show_text", {"content": FieldRule(_text, True), "title": FieldRule(_title, False)}),
-        ElementType(
-            "chart",
-            "canvas_show_chart",
-            {
-                "title": FieldRule(_title, True),
-                "chart_type": FieldRule(_choice(CHART_TYPES), True),
-                "labels": FieldRule(_labels, True),
-                "series": FieldRule(_series, True),
-            },
-            consistent=_chart_consistent,
-        ),
-        ElementType(
-            "table",
-            "canvas_show_table",
-            {
-                "title": FieldRule(_title, True),
-                "columns": FieldRule(_columns, True),
-                "rows": FieldRule(_rows, True),
-            },
-            consistent=_table_consistent,
-        ),
-        ElementType(
-            "media",
-            "canvas_play_media",
-            {
-                "url": FieldRule(_url, True),
-                "media_type": FieldRule(_choice(MEDIA_TYPES), True),
-                "title": FieldRule(_title, False),
-            },
-        ),
-        ElementType(
-            "confirmation",
-            "canvas_show_confirmation",
-            {
-                "title": FieldRule(_title, True),
-                "message": FieldRule(_text, True),
-                "confirm_label": FieldRule(_button_label, False),
-                "cancel_label": FieldRule(_button_label, False),
-            },
-            server_fields=("answered",),
-        ),
+        ElementType("card", "canvas_add_card", CardIn),
+        ElementType("text", "canvas_show_text", TextIn),
+        ElementType("chart", "canvas_show_chart", ChartIn),
+        ElementType("table", "canvas_show_table", TableIn),
+        ElementType("media", "canvas_play_media", MediaIn),
+        ElementType("confirmation", "canvas_show_confirmation", ConfirmationIn, server_fields=("answered",)),
     )
 }
 TYPE_BY_ADD_COMMAND: dict[str, ElementType] = {kind.add_command: kind for kind in ELEMENT_TYPES.values()}
+
+
+def tool_input_check(model: type[ToolInput], params: Any) -> None:
+    """CanvasCommandError, with the model's one-sentence reason, unless `params` is valid input of `model`."""
+    try:
+        tool_input_parse(model, params)
+    except ToolInputError as error:
+        raise CanvasCommandError(str(error)) from None
 
 
 def element_bytes(element: Element) -> int:
@@ -296,16 +287,8 @@ def check_fields_known(element_type: ElementType, fields: dict[str, Any]) -> Non
 def check_element(element: Element) -> None:
     """Raise CanvasCommandError unless `element` is a complete, valid element within the size limit."""
     element_type = ELEMENT_TYPES[element["type"]]
-    check_id(element.get("id"))
-    for name, rule in element_type.fields.items():
-        value = element.get(name)
-        if value is None:
-            if rule.required:
-                raise CanvasCommandError(f"a {element_type.name} needs `{name}`")
-            continue
-        rule.check(name, value)
-    if element_type.consistent is not None:
-        element_type.consistent(element)
+    skipped = {"type", *element_type.server_fields}
+    tool_input_check(element_type.model, {name: value for name, value in element.items() if name not in skipped})
     size = element_bytes(element)
     if size > MAX_ELEMENT_BYTES:
         raise CanvasCommandError(
@@ -316,11 +299,12 @@ def check_element(element: Element) -> None:
 
 
 def element_build(element_type: ElementType, params: dict[str, Any]) -> Element:
-    """A new element of `element_type` from a tool's input; validated, raises CanvasCommandError."""
-    check_fields_known(element_type, params)
-    check_id(params.get("id"))
+    """A new element of `element_type` from a tool's input; validated, raises CanvasCommandError.
+    A field given as null is left out (the same as not giving it)."""
+    given = {name: value for name, value in params.items() if value is not None}
+    tool_input_check(element_type.model, given)
     element: Element = {"type": element_type.name, "id": params["id"]}
-    element.update((name, value) for name, value in params.items() if name != "id" and value is not None)
+    element.update((name, value) for name, value in given.items() if name != "id")
     check_element(element)
     return element
 
@@ -334,7 +318,7 @@ def element_merge(element: Element, changes: dict[str, Any]) -> Element:
         if name == "id":
             continue
         if value is None:
-            if element_type.fields[name].required:
+            if element_type.required(name):
                 raise CanvasCommandError(f"`{name}` of a {element_type.name} cannot be removed, only changed")
             merged.pop(name, None)
         else:

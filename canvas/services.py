@@ -22,17 +22,12 @@ from canvas.elements import (
     element_merge,
     element_params,
     json_type,
+    tool_input_check,
 )
-from canvas.limits import (
-    CANVAS_MODES,
-    MAX_ELEMENTS,
-    MAX_NOTIFICATION_CHARS,
-    MAX_THEME_CHARS,
-    NOTIFICATION_LEVELS,
-)
+from canvas.limits import MAX_ELEMENTS
 from canvas.models import CanvasState
 from canvas.push import push_frame_on_commit
-from canvas.tools import CANVAS_TOOL_NAMES
+from canvas.tools import CANVAS_TOOL_NAMES, ModeIn, NotificationIn, RemoveIn, ThemeIn, UpdateIn
 from conversations.models import Session
 
 __all__ = ["CanvasChange", "CanvasCommandError", "canvas_apply", "canvas_reduce", "confirmation_answer"]
@@ -91,15 +86,6 @@ def _counted(count: int) -> str:
     return f"{count} element{'' if count == 1 else 's'} on the canvas"
 
 
-def _expect_only(params: dict[str, Any], allowed: set[str], command: str) -> None:
-    extra = sorted(set(params) - allowed)
-    if extra:
-        raise CanvasCommandError(
-            f"{command} does not take {', '.join(f'`{name}`' for name in extra)}; "
-            f"it takes: {', '.join(sorted(allowed))}"
-        )
-
-
 def _add(command: str) -> Callable[[CanvasState, dict[str, Any]], _Outcome]:
     element_type = TYPE_BY_ADD_COMMAND[command]
 
@@ -130,7 +116,8 @@ def _add(command: str) -> Callable[[CanvasState, dict[str, Any]], _Outcome]:
 
 
 def _update(state: CanvasState, params: dict[str, Any]) -> _Outcome:
-    element_id = check_id(params.get("id"))
+    tool_input_check(UpdateIn, params)
+    element_id = params["id"]
     elements: list[Element] = list(state.elements)
     index = _find(elements, element_id)
     if index is None:
@@ -145,8 +132,8 @@ def _update(state: CanvasState, params: dict[str, Any]) -> _Outcome:
 
 
 def _remove(state: CanvasState, params: dict[str, Any]) -> _Outcome:
-    _expect_only(params, {"id"}, "canvas_remove_element")
-    element_id = check_id(params.get("id"))
+    tool_input_check(RemoveIn, params)
+    element_id = params["id"]
     elements: list[Element] = list(state.elements)
     index = _find(elements, element_id)
     if index is None:
@@ -157,10 +144,8 @@ def _remove(state: CanvasState, params: dict[str, Any]) -> _Outcome:
 
 
 def _set_mode(state: CanvasState, params: dict[str, Any]) -> _Outcome:
-    _expect_only(params, {"mode"}, "canvas_set_mode")
-    mode = params.get("mode")
-    if mode not in CANVAS_MODES or not isinstance(mode, str):
-        raise CanvasCommandError(f"`mode` must be one of {', '.join(CANVAS_MODES)}")
+    tool_input_check(ModeIn, params)
+    mode = params["mode"]
     state.mode = mode
     if mode == "clear":
         removed = len(state.elements)
@@ -172,32 +157,17 @@ def _set_mode(state: CanvasState, params: dict[str, Any]) -> _Outcome:
 
 
 def _set_theme(state: CanvasState, params: dict[str, Any]) -> _Outcome:
-    _expect_only(params, {"theme"}, "canvas_set_theme")
-    if "theme" not in params:
-        raise CanvasCommandError("canvas_set_theme needs `theme` (an empty string resets it)")
-    theme = params["theme"]
-    if not isinstance(theme, str):
-        raise CanvasCommandError(f"`theme` must be a string, not {json_type(theme)}")
-    theme = theme.strip()
-    if len(theme) > MAX_THEME_CHARS:
-        raise CanvasCommandError(f"`theme` is {len(theme)} characters; at most {MAX_THEME_CHARS} are allowed")
+    tool_input_check(ThemeIn, params)
+    theme = params["theme"].strip()
     state.theme = theme
     return _Outcome({"theme": theme}, f"Theme set to `{theme}`." if theme else "Theme reset to the default.")
 
 
 def _notify(state: CanvasState, params: dict[str, Any]) -> _Outcome:
     """Never stored: only the version moves, so every frame a client sees has its own version."""
-    _expect_only(params, {"message", "level"}, "canvas_show_notification")
-    message = params.get("message")
-    if not isinstance(message, str) or not message.strip():
-        raise CanvasCommandError("canvas_show_notification needs a non-empty `message` string")
-    if len(message) > MAX_NOTIFICATION_CHARS:
-        raise CanvasCommandError(
-            f"`message` is {len(message)} characters; at most {MAX_NOTIFICATION_CHARS} are allowed"
-        )
+    tool_input_check(NotificationIn, params)
+    message = params["message"]
     level = params.get("level") or "info"
-    if level not in NOTIFICATION_LEVELS or not isinstance(level, str):
-        raise CanvasCommandError(f"`level` must be one of {', '.join(NOTIFICATION_LEVELS)}")
     return _Outcome({"message": message, "level": level}, "Notification shown to the user's open screens.")
 
 

@@ -12,16 +12,18 @@ from __future__ import annotations
 import logging
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from pydantic import AfterValidator, Field
 
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_problem
 from conversations.models import Agent, Message, ScheduledPrompt, ScheduledRun, Session
+from conversations.tool_inputs import LenientToolInput, ToolInputError, input_error, tool_definition, tool_input_parse
 
 logger = logging.getLogger(__name__)
 
@@ -30,29 +32,6 @@ MAX_EVERY_SECONDS = 10 * 366 * 86400  # ten years: longer is a mistake, and over
 MAX_AHEAD = timedelta(days=10 * 366)  # the first run at most this far ahead …
 MAX_BEHIND = timedelta(days=1)  # … and at most this far in the past (a past time runs at once)
 BUSY_RETRIES = 30  # the chat is mid-turn: wait for it, up to this many seconds
-
-SCHEDULE_TOOL: dict[str, Any] = {
-    "name": "schedule_prompt",
-    "description": (
-        "Schedule a prompt that will be run as the user in this chat at a time, or repeatedly, even when the "
-        "user is away (e.g. 'remind me every morning at 8' → at the next 08:00 UTC, every 86400 seconds). "
-        "The text is what you will receive then, so write it as an instruction to yourself."
-    ),
-    "input_schema": {
-        "type": "object",
-        "properties": {
-            "text": {"type": "string", "description": "The prompt to run."},
-            "at": {"type": "string", "description": "ISO-8601 date-time of the (first) run; UTC if no offset."},
-            "every_seconds": {
-                "type": "integer",
-                "minimum": MIN_EVERY_SECONDS,
-                "maximum": MAX_EVERY_SECONDS,
-                "description": "Repeat interval.",
-            },
-        },
-        "required": ["text"],
-    },
-}
 
 
 class ScheduleError(ValueError):
@@ -73,6 +52,40 @@ def parse_at(value: Any) -> datetime:
     if moment is None:
         raise ScheduleError(f"`at` must be {example}.")
     return moment
+
+
+def _moment(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            parse_at(value)
+        except ScheduleError as error:
+            raise input_error(str(error)) from None
+    return value
+
+
+class ScheduleIn(LenientToolInput):
+    """The input of the model's `schedule_prompt` tool; `schedule_create` checks the rest (limits, the text)."""
+
+    noun: ClassVar[str] = "schedule_prompt"
+
+    text: Annotated[str, Field(description="The prompt to run.")]
+    at: Annotated[
+        str | None,
+        Field(description="ISO-8601 date-time of the (first) run; UTC if no offset."),
+        AfterValidator(_moment),
+    ] = None
+    every_seconds: Annotated[
+        int | None, Field(ge=MIN_EVERY_SECONDS, le=MAX_EVERY_SECONDS, description="Repeat interval.")
+    ] = None
+
+
+SCHEDULE_TOOL: dict[str, Any] = tool_definition(
+    "schedule_prompt",
+    "Schedule a prompt that will be run as the user in this chat at a time, or repeatedly, even when the "
+    "user is away (e.g. 'remind me every morning at 8' → at the next 08:00 UTC, every 86400 seconds). "
+    "The text is what you will receive then, so write it as an instruction to yourself.",
+    ScheduleIn,
+)
 
 
 def schedule_create(
@@ -135,14 +148,17 @@ def schedule_from_tool(*, session: Session, tool_input: dict[str, Any]) -> str:
             raise ScheduleError(
                 f"This turn already made {made} schedules, the most one turn may make; ask the user to confirm more."
             )
-    at = parse_at(tool_input["at"]) if tool_input.get("at") is not None else None
+    try:
+        parsed = tool_input_parse(ScheduleIn, tool_input)
+    except ToolInputError as error:
+        raise ScheduleError(str(error)) from None
     schedule = schedule_create(
         user=session.user,
-        text=tool_input.get("text", ""),
+        text=parsed.text,
         agent_slug=session.agent.slug,
         chat_id=session.chat_id,
-        at=at,
-        every_seconds=tool_input.get("every_seconds"),
+        at=parse_at(parsed.at) if parsed.at is not None else None,
+        every_seconds=parsed.every_seconds,
     )
     when = f"{schedule.next_run_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
     repeat = f", then every {schedule.every_seconds} seconds" if schedule.every_seconds else ""

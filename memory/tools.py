@@ -7,61 +7,71 @@ can cite when something was said.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field
 
 from conversations.models import Message, Session
+from conversations.tool_inputs import (
+    LenientToolInput,
+    ToolInputError,
+    input_error,
+    not_blank,
+    tool_definition,
+    tool_input_parse,
+)
 
 LINE_CHARS = 400
 
+
+def _day(value: str) -> str:
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise input_error("must be a day written YYYY-MM-DD") from None
+    return value
+
+
+class SearchHistoryIn(LenientToolInput):
+    query: Annotated[
+        str, Field(min_length=1, description="What to look for, in plain words."), AfterValidator(not_blank)
+    ]
+    limit: Annotated[int, Field(ge=1, le=20)] = 5
+
+
+class MessagesByDateIn(LenientToolInput):
+    date: Annotated[str, Field(description="The day, YYYY-MM-DD (UTC)."), AfterValidator(_day)]
+    limit: Annotated[int, Field(ge=1, le=100)] = 20
+
+
+class ExtendedContextIn(LenientToolInput):
+    count: Annotated[int, Field(ge=1, le=200)] = 50
+
+
+MEMORY_INPUTS: dict[str, type[LenientToolInput]] = {
+    "search_history": SearchHistoryIn,
+    "get_messages_by_date": MessagesByDateIn,
+    "get_extended_context": ExtendedContextIn,
+}
 MEMORY_TOOL_DEFINITIONS: list[dict[str, Any]] = [
-    {
-        "name": "search_history",
-        "description": (
-            "Search this conversation's whole archive, including what is no longer in your context, with a "
-            "natural-language query (e.g. 'what did we decide about pricing'). Returns the best matching "
-            "messages, best first, with their ids and dates."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to look for, in plain words."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
-            },
-            "required": ["query"],
-        },
-    },
-    {
-        "name": "get_messages_by_date",
-        "description": "The messages of this conversation from one day (UTC), oldest first.",
-        "input_schema": {
-            "type": "object",
-            "properties": {
-                "date": {"type": "string", "description": "The day, YYYY-MM-DD (UTC)."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
-            },
-            "required": ["date"],
-        },
-    },
-    {
-        "name": "get_extended_context",
-        "description": "The messages just before the oldest one you can see, oldest first.",
-        "input_schema": {
-            "type": "object",
-            "properties": {"count": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}},
-        },
-    },
+    tool_definition(
+        "search_history",
+        "Search this conversation's whole archive, including what is no longer in your context, with a "
+        "natural-language query (e.g. 'what did we decide about pricing'). Returns the best matching "
+        "messages, best first, with their ids and dates.",
+        SearchHistoryIn,
+    ),
+    tool_definition(
+        "get_messages_by_date", "The messages of this conversation from one day (UTC), oldest first.", MessagesByDateIn
+    ),
+    tool_definition(
+        "get_extended_context", "The messages just before the oldest one you can see, oldest first.", ExtendedContextIn
+    ),
 ]
 
 
 class MemoryToolError(ValueError):
     pass
-
-
-def _int(tool_input: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = tool_input.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise MemoryToolError(f"{name} must be a whole number from {low} to {high}.")
-    return value
 
 
 def message_line(message_id: int, role: str, created_at: datetime, text: str) -> str:
@@ -76,37 +86,35 @@ def _lines(rows) -> str:
 
 
 def memory_tool_run(*, session: Session, name: str, tool_input: dict[str, Any]) -> str:
-    if name == "search_history":
-        return _search(session, tool_input)
-    if name == "get_messages_by_date":
-        return _by_date(session, tool_input)
-    if name == "get_extended_context":
-        return _extended(session, tool_input)
-    raise MemoryToolError(f"Unknown memory tool {name!r}.")
+    """Run the memory tool `name`; MemoryToolError says what is wrong with its input."""
+    model = MEMORY_INPUTS.get(name)
+    if model is None:
+        raise MemoryToolError(f"Unknown memory tool {name!r}.")
+    try:
+        parsed = tool_input_parse(model, tool_input)
+    except ToolInputError as error:
+        raise MemoryToolError(f"{name} failed: {error}") from None
+    if isinstance(parsed, SearchHistoryIn):
+        return _search(session, parsed)
+    if isinstance(parsed, MessagesByDateIn):
+        return _by_date(session, parsed)
+    assert isinstance(parsed, ExtendedContextIn)
+    return _extended(session, parsed)
 
 
-def _search(session: Session, tool_input: dict[str, Any]) -> str:
+def _search(session: Session, tool_input: SearchHistoryIn) -> str:
     from memory.search import search_history
 
-    query = tool_input.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise MemoryToolError("query must be a non-empty string.")
-    limit = _int(tool_input, "limit", 5, 1, 20)
-    hits = search_history(session=session, query=query, limit=limit)
+    query = tool_input.query
+    hits = search_history(session=session, query=query, limit=tool_input.limit)
     if not hits:
         return f"No messages match {query!r}."
     return "\n".join(message_line(h.message_id, h.role, h.created_at, h.snippet) for h in hits)
 
 
-def _by_date(session: Session, tool_input: dict[str, Any]) -> str:
-    raw = tool_input.get("date")
-    try:
-        day = date.fromisoformat(raw) if isinstance(raw, str) else None
-    except ValueError:
-        day = None
-    if day is None:
-        raise MemoryToolError("date must be a day written YYYY-MM-DD.")
-    limit = _int(tool_input, "limit", 20, 1, 100)
+def _by_date(session: Session, tool_input: MessagesByDateIn) -> str:
+    day = date.fromisoformat(tool_input.date)
+    limit = tool_input.limit
     start = datetime.combine(day, time.min, tzinfo=UTC)
     rows = (
         Message.objects.filter(session=session, created_at__gte=start, created_at__lt=start + timedelta(days=1))
@@ -120,8 +128,8 @@ def _by_date(session: Session, tool_input: dict[str, Any]) -> str:
     return _lines(rows[:limit]) + more
 
 
-def _extended(session: Session, tool_input: dict[str, Any]) -> str:
-    count = _int(tool_input, "count", 50, 1, 200)
+def _extended(session: Session, tool_input: ExtendedContextIn) -> str:
+    count = tool_input.count
     session.refresh_from_db(fields=["window_start_id"])
     rows = list(
         Message.objects.filter(session=session, id__lt=session.window_start_id)
