@@ -61,7 +61,7 @@ def rate_limited(request: HttpRequest, exc: RateLimited):
 
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError):
-    # Ninja answers a body it cannot parse with 400; the contract calls every invalid input 422.
+    # Ninja answers a body it cannot parse with 400; every invalid input is a 422 (README, "HTTP API").
     if exc.status_code == 400 and str(exc).startswith("Cannot parse request body"):
         return api.create_response(request, {"detail": "The request body is not valid JSON."}, status=422)
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)

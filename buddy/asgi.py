@@ -24,6 +24,6 @@ application = ProtocolTypeRouter(
     }
 )
 
-# The model semantic search encodes questions with is built on a background thread now, not by the
-# first search (~1 s).
+# The model semantic search encodes questions with is built on a background thread at start-up, so
+# the first search does not wait for it.
 semantic.warm_up()

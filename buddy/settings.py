@@ -12,8 +12,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 # The sentence encoder of semantic search (memory.semantic.encoder) multiplies small matrices, one
 # query per request: one BLAS thread per process. More only fight each other, and the server's other
-# threads, for the cores (measured: 66 messages/s with 2 threads against 110 with 1 on a busy 2-core
-# machine). Read once, when numpy is first imported; an explicit value wins.
+# threads, for the cores (one thread encodes more messages a second than two on a busy machine). Read
+# once, when numpy is first imported; an explicit value wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 BASE_DIR = Path(__file__).resolve().parent.parent

@@ -11,8 +11,8 @@ class InMemoryChannelLayer(StockInMemoryChannelLayer):
     """channels' in-memory layer, sweeping expired messages and memberships at most once a second.
 
     The stock layer sweeps every channel and every group membership on each receive() and
-    group_send(): a broadcast to N sockets makes N receives, so it costs O(N²) — at 1,000 sockets a
-    single canvas change took seconds to reach them all (docs/bench-ws.md). Expiry only has to happen
+    group_send(): a broadcast to N sockets makes N receives, so it costs O(N²) — with a thousand sockets
+    a single canvas change would be slow to reach them all (docs/benchmarks.md). Expiry only has to happen
     eventually: it frees the messages of channels that nobody reads any more.
     """
 

@@ -20,7 +20,7 @@ def dumps_compact(content: Any) -> str:
 
 
 def estimate_tokens(content: Any) -> int:
-    """Contract §3: ceil(len(compact JSON) / 4)."""
+    """The token estimate every size in the window is counted in (docs/window.md): ceil(len(compact JSON) / 4)."""
     return math.ceil(len(dumps_compact(content)) / 4)
 
 

@@ -31,7 +31,7 @@ if not os.environ.get("BUDDY_TEST_ENVIRONMENT"):
 
 from buddy.settings import *  # noqa: E402, F403
 
-# PBKDF2 costs ~0.5 s per user created; the tests are about conversations, not password storage.
+# PBKDF2 is slow by design, and every test creates users; the tests are about conversations, not password storage.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Static files from the finders, with no collectstatic: also in the server processes tests start, where

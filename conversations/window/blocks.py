@@ -23,7 +23,7 @@ EMPTY_REPLY = "[empty reply]"
 
 
 def omission_marker(omitted: int, message_id: int) -> str:
-    """Contract §3.4: the marker that ends a shortened block."""
+    """The marker that ends a shortened block (docs/window.md, "Shortening")."""
     return f"[… {omitted} characters omitted from message {message_id}]"
 
 

@@ -32,11 +32,10 @@ def session_messages_since(*, session_id: int, since: int) -> QuerySet[Message]:
 
     On PostgreSQL the session is matched with `= ANY(ARRAY[id])`, not `=`: the planner folds an equality
     out of the ORDER BY, and `ORDER BY id LIMIT n` then lets it bet on walking the primary key and
-    meeting the session's rows early — a bet lost badly when they are old or all at the end (measured on
-    1.1M rows: 146 ms to find the first turn start of a session holding the newest rows, 0.07 ms this
-    way). A row comparison `(session_id, id) >= (…)` avoids the bet too, but bounds a backward btree scan
-    on its first column only, so the scan ran on through the whole session (68 ms). SQLite's planner
-    needs no help."""
+    meeting the session's rows early — a bet lost badly when they are old or all at the end of a large
+    archive. A row comparison `(session_id, id) >= (…)` avoids the bet too, but bounds a backward btree
+    scan on its first column only, so the scan runs on through the whole session. SQLite's planner needs
+    no help. The window's build time at each archive size is in docs/benchmarks.md."""
     if connection.vendor != "postgresql":
         return Message.objects.filter(session_id=session_id, id__gte=since)
     column = f"{connection.ops.quote_name(Message._meta.db_table)}.{connection.ops.quote_name('session_id')}"

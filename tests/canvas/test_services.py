@@ -142,7 +142,11 @@ INVALID = [
     ("canvas_show_text", {"id": "a"}, "`content` is required"),
     ("canvas_show_chart", {**ADD_EXAMPLES["canvas_show_chart"], "chart_type": "donut"}, "one of line, bar, pie"),
     ("canvas_show_chart", {**ADD_EXAMPLES["canvas_show_chart"], "labels": []}, "non-empty array"),
-    ("canvas_show_chart", {**ADD_EXAMPLES["canvas_show_chart"], "labels": "Jan"}, "`labels` must be an array, not 'Jan'"),
+    (
+        "canvas_show_chart",
+        {**ADD_EXAMPLES["canvas_show_chart"], "labels": "Jan"},
+        "`labels` must be an array, not 'Jan'",
+    ),
     ("canvas_show_chart", {**ADD_EXAMPLES["canvas_show_chart"], "labels": [True, 1, 2]}, "`labels[0]`"),
     ("canvas_show_chart", {**ADD_EXAMPLES["canvas_show_chart"], "series": []}, "non-empty array"),
     ("canvas_show_chart", {**ADD_EXAMPLES["canvas_show_chart"], "series": [[1, 2, 3]]}, "must be an object"),
@@ -161,7 +165,11 @@ INVALID = [
         {**ADD_EXAMPLES["canvas_show_chart"], "series": [{"name": "S", "values": [1, 2, 3], "color": "red"}]},
         "`series[0].color` is not a field of a series; its fields are: name, values",
     ),
-    ("canvas_show_chart", {**ADD_EXAMPLES["canvas_show_chart"], "series": [{"values": [1, 2, 3]}]}, "`series[0].name` is required"),
+    (
+        "canvas_show_chart",
+        {**ADD_EXAMPLES["canvas_show_chart"], "series": [{"values": [1, 2, 3]}]},
+        "`series[0].name` is required",
+    ),
     ("canvas_show_table", {**ADD_EXAMPLES["canvas_show_table"], "columns": []}, "`columns` must be a non-empty array"),
     ("canvas_show_table", {**ADD_EXAMPLES["canvas_show_table"], "rows": [["Ann", 1]]}, "has 2 cells but there are 3"),
     ("canvas_show_table", {**ADD_EXAMPLES["canvas_show_table"], "rows": ["Ann"]}, "`rows[0]` must be an array"),
@@ -215,7 +223,11 @@ INVALID = [
     ("canvas_set_theme", {"theme": "t" * 65}, "at most 64"),
     ("canvas_show_notification", {}, "`message` is required"),
     ("canvas_show_notification", {"message": "hi", "level": "fatal"}, "one of info, success, warning, error"),
-    ("canvas_show_notification", {"message": "hi", "sound": True}, "`sound` is not a field of canvas_show_notification; its fields are: message, level"),
+    (
+        "canvas_show_notification",
+        {"message": "hi", "sound": True},
+        "`sound` is not a field of canvas_show_notification; its fields are: message, level",
+    ),
     ("canvas_draw", {"id": "a"}, "unknown canvas command `canvas_draw`"),
 ]
 
