@@ -289,25 +289,18 @@ Notes:
 
 - Targets: median ≤ 5 ms at 1M messages on SQLite and a 1M/1K ratio ≤ 1.5. The range query is one
   `SEARCH … USING INDEX message_session_id (session_id=? AND id>?)`, so its cost does not depend on the
-  archive's size; most of a build is Python (the walk and JSON decoding of the ~140 rows in the window,
-  about 1 ms; the ORM, about 0.5 ms) and the read of the stored start.
-- PostgreSQL, investigated with EXPLAIN ANALYZE. The first form, `session_id = X AND id >= S ORDER BY id
-  DESC LIMIT n`, lets the planner fold the equality out of the ORDER BY and bet on walking the primary
-  key, hoping to meet the session's rows early: finding the first turn start of the 1M session (whose
-  rows sit after the other sessions') took 146 ms, 101,001 rows filtered out. A row comparison
-  `(session_id, id) >= (X, S)` avoids the bet but bounds a backward btree scan on its first column only:
-  the steady query then read on through the whole session (68 ms). The final form matches the session
-  with `session_id = ANY(ARRAY[X])`, which the planner does not fold: the lookup takes 0.02–0.07 ms on the
-  partial turn-start index, and every plan of the range query is bounded — the (session, id) index with
-  both bounds, a primary-key *range* `id >= S` plus a sort when PostgreSQL knows few rows of any session
-  are that new, or, for a small session, the single-column foreign-key index plus a sort. That last index
-  duplicates the prefix of `(session, id)`; dropping it (`db_index=False` on `Message.session`) would
-  leave the planner one choice less and save a write per message.
+  archive's size; most of a build is Python (the walk and the JSON decoding of the rows in the window,
+  then the ORM) and the read of the stored start.
+- PostgreSQL matches the session with `session_id = ANY(ARRAY[X])`, which the planner does not fold out
+  of the ORDER BY (`conversations.window.selectors.session_messages_since` says why): the first-turn-start
+  lookup is an index-only scan of the partial turn-start index, and every plan of the range query is
+  bounded — the (session, id) index with both bounds, a primary-key *range* `id >= S` plus a sort when
+  PostgreSQL knows few rows of any session are that new, or, for a small session, the single-column
+  foreign-key index plus a sort.
 - *Step* includes the conditional UPDATE and its commit, hence the wider spread; a step happens once per
   (1 − low-water) × budget tokens of conversation.
-- The machine is a small VM shared with other jobs (load average 6–8 on 2 cores during these runs): the
-  sizes are measured round-robin so that they share the load alike, and the client CPU time is given as
-  a figure the load hardly moves (on PostgreSQL it leaves out the server's share)."""
+- The sizes are measured round-robin so that they share the machine's load alike, and the client CPU
+  time is given as a figure the load hardly moves (on PostgreSQL it leaves out the server's share)."""
 
 
 def report(results: list[dict], command: str) -> str:

@@ -176,12 +176,15 @@ class Arrivals:
 
 
 def open_socket(url: str, cookie: str):
+    from urllib.parse import urlsplit
+
     from websockets.asyncio.client import connect
 
+    # The page's own origin: scheme, host and port must match (buddy/origins.py).
     return connect(
         url,
         additional_headers={"Cookie": f"sessionid={cookie}"},
-        origin="http://127.0.0.1",
+        origin=f"http://{urlsplit(url).netloc}",
         compression=None,
         open_timeout=60,
         max_queue=None,

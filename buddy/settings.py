@@ -145,10 +145,11 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout by default, and channels-redis waits for
-                # messages with a 5 s BZPOPMIN: every idle socket was torn down (channels_redis#422).
-                # Its asyncio pool also refuses (MaxConnectionsError) past 100 connections at once
-                # instead of waiting; a burst of 1,000 sockets joining or leaving their groups needs
-                # more (docs/bench-ws.md). Connections are opened only as needed.
+                # messages with a 5 s BZPOPMIN: the read must outlast the pop, or every idle socket is
+                # torn down (channels_redis#422). Its asyncio pool also refuses (MaxConnectionsError)
+                # past 100 connections at once instead of waiting; a burst of 1,000 sockets joining or
+                # leaving their groups needs more (docs/benchmarks.md, "WebSocket"). Connections are
+                # opened only as needed.
                 "hosts": [
                     {"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 5, "max_connections": 2000}
                 ],
