@@ -11,8 +11,8 @@ pytestmark = pytest.mark.redis
 
 
 async def test_an_idle_receive_outlasts_the_blocking_pop():
-    """Found by bench/soak.py: with redis-py 8's default 5 s read timeout, channels-redis' 5 s BZPOPMIN
-    raised TimeoutError in every quiet consumer, and each WebSocket was closed with 1011 every ~5 s."""
+    """With redis-py 8's default 5 s read timeout, channels-redis' 5 s BZPOPMIN raises TimeoutError in
+    every quiet consumer and closes its WebSocket with 1011: the settings' read timeout must outlast it."""
     if not os.environ.get("REDIS_URL"):
         pytest.skip("needs REDIS_URL")
     from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
