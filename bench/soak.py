@@ -247,7 +247,7 @@ class User:
 
 
 class SocketView:
-    """One user's socket: its frames and the canvas as a browser would hold it (canvas/consumers.py)."""
+    """One user's socket: its frames and the canvas as a browser would hold it (web/consumers.py)."""
 
     def __init__(self) -> None:
         self.frames: collections.Counter[str] = collections.Counter()

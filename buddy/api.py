@@ -9,10 +9,10 @@ from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from agent.limits import RateLimited
 from buddy.auth import CREDENTIALS_PROBLEM, api_auth
 from buddy.views import request_too_large_detail
 from conversations.api import router as conversations_router
-from conversations.limits import RateLimited
 from memory.api import router as memory_router
 
 api = NinjaAPI(

@@ -28,7 +28,7 @@ def canvas_state(*, session: Session | None) -> dict[str, Any]:
 
 
 def canvas_replay_frames(*, session: Session | None) -> list[dict[str, Any]]:
-    """The frames that rebuild the canvas on a client (README, "HTTP API"; canvas/consumers.py).
+    """The frames that rebuild the canvas on a client (README, "HTTP API"; web/consumers.py).
 
     A clear carrying the version, one add command per element in order (its params are the element's
     fields), then the theme when one is set. `session=None` (a chat that does not exist) replays empty.

@@ -7,12 +7,12 @@ from ninja import Query, Router, Schema, Status
 from ninja.errors import HttpError
 from pydantic import Field
 
+from agent.limits import RateLimited
+from agent.submit import prompt_submit
+from agent.turn import TurnError
 from conversations import selectors
-from conversations.limits import RateLimited
 from conversations.schemas import AgentOut, ChatOut, ChatRenameIn, ErrorOut, HistoryOut, PlainText, PromptIn, PromptOut
 from conversations.services import InvalidTitle, session_rename
-from conversations.submit import prompt_submit
-from conversations.turn import TurnError
 
 router = Router(tags=["conversations"])
 

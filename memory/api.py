@@ -3,11 +3,11 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
+from agent.stats import memory_stats
 from conversations.schemas import ErrorOut
 from conversations.selectors import session_get
 from memory.schemas import ChatIn, SearchIn, SearchOut, SearchResultOut, StatsOut
 from memory.search import search_history
-from memory.stats import memory_stats
 
 router = Router(tags=["memory"])
 

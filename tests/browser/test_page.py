@@ -95,7 +95,7 @@ def test_wheel_and_keyboard_scroll_only_the_panels_never_the_page(busy_chat, log
 
 
 def test_a_scheduled_prompt_appears_in_an_open_page_without_a_reload(logged_in_page, user, settings):
-    from conversations.schedules import schedule_create
+    from agent.schedules import schedule_create
 
     page = logged_in_page
     connected(page)

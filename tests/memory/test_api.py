@@ -103,7 +103,7 @@ def test_stats_read_counters_not_the_archive(api, archive):
 
 
 def test_the_token_counter_follows_deleted_messages(api, archive):
-    from memory.stats import archive_totals
+    from agent.stats import archive_totals
 
     doomed = archive.messages.order_by("id")[:3]
     removed = sum(message.tokens for message in doomed)
@@ -117,8 +117,8 @@ def test_the_counters_are_filled_for_an_archive_from_before_them(archive):
     """memory 0009 fills the token sums of what was archived before the counter existed."""
     from django.db import connection
 
+    from agent.stats import archive_totals
     from memory.search import postgres, sqlite
-    from memory.stats import archive_totals
 
     expected = archive_totals(session=archive)
     with connection.cursor() as cursor:

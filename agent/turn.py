@@ -21,13 +21,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from agent.prompt import model_for, request_build
+from agent.tools import tool_round_run
 from canvas.push import push_frame, push_frame_on_commit
 from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
-from conversations.prompt import model_for, request_build
 from conversations.services import message_append, model_call_record, session_title_from_prompt
-from conversations.tools import tool_round_run
 
 logger = logging.getLogger(__name__)
 

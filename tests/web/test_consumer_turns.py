@@ -13,7 +13,7 @@ from channels.db import database_sync_to_async
 
 from canvas.services import canvas_apply
 from conversations.models import Message, Session
-from tests.canvas.test_consumer import login_cookie, opened
+from tests.web.test_consumer import login_cookie, opened
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

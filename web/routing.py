@@ -2,6 +2,6 @@ from __future__ import annotations
 
 from django.urls import path
 
-from canvas.consumers import CanvasConsumer
+from web.consumers import CanvasConsumer
 
 websocket_urlpatterns = [path("ws/", CanvasConsumer.as_asgi())]

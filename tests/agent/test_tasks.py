@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_worker_process_runs_a_queued_task(user):
     old = IdempotencyKey.objects.create(user=user, key="old", created_at=timezone.now() - timedelta(days=2))
     fresh = IdempotencyKey.objects.create(user=user, key="fresh")
-    task_id = async_task("conversations.tasks.idempotency_keys_prune", sync=False)  # into the ORM broker
+    task_id = async_task("agent.tasks.idempotency_keys_prune", sync=False)  # into the ORM broker
     worker = subprocess.Popen(
         [sys.executable, "manage.py", "qcluster"],
         cwd=ROOT,

@@ -27,8 +27,8 @@ class ToolOutcome:
 
 
 def tool_definitions() -> list[dict[str, Any]]:
+    from agent.schedules import SCHEDULE_TOOL
     from canvas.tools import CANVAS_TOOLS
-    from conversations.schedules import SCHEDULE_TOOL
     from memory.tools import MEMORY_TOOL_DEFINITIONS
 
     return [*CANVAS_TOOLS, *MEMORY_TOOL_DEFINITIONS, SCHEDULE_TOOL]
@@ -55,7 +55,7 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any]) -> Too
             return ToolOutcome(f"{name} failed, nothing changed: {exc}", is_error=True)
         return ToolOutcome(f"{name}: done (canvas version {change.version}).")
     if name == "schedule_prompt":
-        from conversations.schedules import ScheduleError, schedule_from_tool
+        from agent.schedules import ScheduleError, schedule_from_tool
 
         try:
             return ToolOutcome(schedule_from_tool(session=session, tool_input=tool_input))

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils import timezone
 
+from agent.tools import tool_definitions
 from conversations.cache import CacheLifetimes, cache_lifetimes
 from conversations.models import Session
-from conversations.tools import tool_definitions
 from memory.selectors import summary_latest
 
 if TYPE_CHECKING:

@@ -15,15 +15,15 @@ from django.core.management.base import CommandError
 from django.db import close_old_connections
 from django.utils import timezone
 
-from canvas.models import CanvasState
-from conversations.models import Message, ScheduledPrompt, ScheduledRun, Session
-from conversations.schedules import (
+from agent.schedules import (
     ScheduleError,
     schedule_claim_due,
     schedule_create,
     scheduled_run_execute,
     schedules_run_due,
 )
+from canvas.models import CanvasState
+from conversations.models import Message, ScheduledPrompt, ScheduledRun, Session
 from conversations.services import message_append, session_get_or_create
 from tests.servers import ROOT
 
@@ -118,7 +118,7 @@ def test_a_redelivered_run_finishes_its_turn_without_a_second_prompt(user, setti
 
 @pytest.mark.django_db(transaction=True)
 def test_the_model_schedules_a_prompt_with_its_tool(fake_anthropic, session):
-    from conversations.turn import turn_run
+    from agent.turn import turn_run
 
     fake_anthropic.queue_tool_call(
         "schedule_prompt", {"text": "Remind me to stretch", "at": "2030-01-01T08:00:00Z", "every_seconds": 86400}
@@ -135,7 +135,7 @@ def test_the_model_schedules_a_prompt_with_its_tool(fake_anthropic, session):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_bad_schedule_from_the_model_is_an_error_result(fake_anthropic, session):
-    from conversations.turn import turn_run
+    from agent.turn import turn_run
 
     fake_anthropic.queue_tool_call("schedule_prompt", {"text": "x", "every_seconds": 5})
     turn_run(session=session, text="spam me")
@@ -195,7 +195,7 @@ def test_check_deploy_passes_with_production_settings():
 def test_impossible_times_intervals_and_texts_from_the_model_are_error_results(
     fake_anthropic, session, tool_input, reason
 ):
-    from conversations.turn import turn_run
+    from agent.turn import turn_run
 
     fake_anthropic.queue_tool_call("schedule_prompt", tool_input)
     turn_run(session=session, text="schedule it")
@@ -206,7 +206,7 @@ def test_impossible_times_intervals_and_texts_from_the_model_are_error_results(
 
 @pytest.mark.django_db(transaction=True)
 def test_one_turn_makes_at_most_the_schedules_per_turn_limit(fake_anthropic, session, settings):
-    from conversations.turn import turn_run
+    from agent.turn import turn_run
 
     settings.BUDDY_SCHEDULES_PER_TURN = 3
     calls = [
@@ -317,7 +317,7 @@ def test_schedule_prompt_at_a_past_time_says_it_runs_at_once(user):
 
 
 def test_serve_hands_due_prompts_to_the_worker_every_second(user, settings, monkeypatch):
-    from conversations.management.commands import serve
+    from agent.management.commands import serve
 
     settings.BUDDY_LLM = "offline"
     monkeypatch.setattr(serve, "close_old_connections", lambda: None)  # the test's own connection stays open
@@ -329,7 +329,7 @@ def test_serve_hands_due_prompts_to_the_worker_every_second(user, settings, monk
 
 
 def test_check_schedules_once_queues_what_is_due(user, settings, monkeypatch):
-    from conversations.management.commands import check_schedules
+    from agent.management.commands import check_schedules
 
     settings.BUDDY_LLM = "offline"
     monkeypatch.setattr(check_schedules, "close_old_connections", lambda: None)

@@ -8,11 +8,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError
 
-from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_of, text_problem
-from conversations.limits import prompt_rate_check
-from conversations.models import IdempotencyKey, Message, Session
-from conversations.services import UnknownAgent, session_get_or_create
-from conversations.turn import (
+from agent.limits import prompt_rate_check
+from agent.turn import (
     PromptInvalid,
     TurnError,
     TurnResult,
@@ -21,6 +18,9 @@ from conversations.turn import (
     turn_is_running,
     turn_run,
 )
+from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_of, text_problem
+from conversations.models import IdempotencyKey, Message, Session
+from conversations.services import UnknownAgent, session_get_or_create
 
 
 class ChatNotFound(TurnError):

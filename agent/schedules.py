@@ -183,8 +183,8 @@ def schedule_claim_due(*, now: datetime | None = None) -> list[ScheduledRun]:
 
 def scheduled_run_execute(*, run_id: int) -> str:
     """Run one claimed due time as its user. Idempotent: a redelivered task never archives twice."""
-    from conversations.submit import prompt_session
-    from conversations.turn import TurnError, TurnRunning, turn_run
+    from agent.submit import prompt_session
+    from agent.turn import TurnError, TurnRunning, turn_run
 
     run = ScheduledRun.objects.select_related("schedule__user", "schedule__agent").get(pk=run_id)
     if run.status != ScheduledRun.Status.PENDING:
@@ -225,5 +225,5 @@ def schedules_run_due() -> int:
 
     runs = schedule_claim_due()
     for run in runs:
-        async_task("conversations.schedules.scheduled_run_execute", run_id=run.pk, group="scheduled-prompts")
+        async_task("agent.schedules.scheduled_run_execute", run_id=run.pk, group="scheduled-prompts")
     return len(runs)

@@ -23,12 +23,12 @@ def schedules_ensure() -> None:
 
     Schedule.objects.update_or_create(
         name="buddy: prune idempotency keys",
-        defaults={"func": "conversations.tasks.idempotency_keys_prune", "schedule_type": Schedule.HOURLY},
+        defaults={"func": "agent.tasks.idempotency_keys_prune", "schedule_type": Schedule.HOURLY},
     )
     Schedule.objects.update_or_create(
         name="buddy: run due scheduled prompts",
         defaults={
-            "func": "conversations.schedules.schedules_run_due",
+            "func": "agent.schedules.schedules_run_due",
             "schedule_type": Schedule.MINUTES,
             "minutes": 1,
             "repeats": -1,

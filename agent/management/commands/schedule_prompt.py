@@ -6,8 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from agent.schedules import ScheduleError, parse_at, schedule_create
 from conversations.content import DEFAULT_AGENT, DEFAULT_CHAT_ID
-from conversations.schedules import ScheduleError, parse_at, schedule_create
 
 
 class Command(BaseCommand):

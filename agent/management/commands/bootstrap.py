@@ -5,8 +5,8 @@ import secrets
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from agent.tasks import schedules_ensure
 from conversations.services import agent_ensure_default
-from conversations.tasks import schedules_ensure
 
 
 class Command(BaseCommand):

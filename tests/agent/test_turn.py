@@ -10,11 +10,11 @@ import urllib.request
 
 import pytest
 
+from agent.turn import turn_cancel, turn_run
 from canvas.models import CanvasState
 from conversations.llm import usage_dict
 from conversations.models import Message, ModelCall, Session
 from conversations.services import api_token_create, session_get_or_create
-from conversations.turn import turn_cancel, turn_run
 from tests.servers import daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -186,16 +186,16 @@ def test_cancel_during_the_stream_keeps_what_was_said_and_the_window_valid(model
 
 
 def test_cancel_between_model_calls_stops_after_the_tool_round(model, session, monkeypatch):
-    import conversations.turn
+    import agent.turn
 
-    real_round = conversations.turn.tool_round_run
+    real_round = agent.turn.tool_round_run
 
     def round_then_cancel(**kwargs):
         message = real_round(**kwargs)
         turn_cancel(session=session)  # the user pressed Stop while the tools ran
         return message
 
-    monkeypatch.setattr(conversations.turn, "tool_round_run", round_then_cancel)
+    monkeypatch.setattr(agent.turn, "tool_round_run", round_then_cancel)
     model.queue_tool_call("canvas_add_card", {"id": "c", "title": "C"})
     result = turn_run(session=session, text="Add a card")
     assert result.cancelled
@@ -207,7 +207,7 @@ def test_cancel_between_model_calls_stops_after_the_tool_round(model, session, m
 def test_concurrent_prompts_to_one_chat_give_one_409_and_never_interleave(model, user, session):
     from django.test import Client
 
-    from conversations.turn import turn_is_running
+    from agent.turn import turn_is_running
 
     model.queue_text("a slow answer " * 20)
     model.delay_stream(0.5)  # the first turn streams for a few seconds
@@ -272,9 +272,9 @@ def test_idempotency_key_after_a_crash_between_archiving_and_remembering_runs_th
     """Found by bench/soak.py: a server killed after the prompt was archived but before the key
     recorded it left a key that answered 409 to every repeat, forever, and a prompt never answered.
     The lease, the prompt and the key now commit together; the repeat runs the prompt exactly once."""
-    import conversations.turn as turn_module
+    import agent.turn as turn_module
+    from agent.submit import prompt_submit
     from conversations.models import IdempotencyKey
-    from conversations.submit import prompt_submit
 
     class Killed(BaseException):
         """The process dies here (a BaseException: nothing in the app may catch it)."""
@@ -390,7 +390,7 @@ def test_offline_model_runs_the_canvas_grammar(session, settings):
 
 
 def test_an_unknown_tool_is_told_which_tools_there_are(session):
-    from conversations.tools import tool_round_run
+    from agent.tools import tool_round_run
 
     result = tool_round_run(session=session, tool_uses=[{"id": "t1", "name": "canvas_draw", "input": {}}])
     text = result.content[0]["content"]

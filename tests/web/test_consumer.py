@@ -15,13 +15,13 @@ from django.test import Client
 
 from buddy.asgi import application
 from canvas import services
-from canvas.consumers import CanvasConsumer
 from canvas.limits import MAX_FRAME_BYTES
 from canvas.selectors import canvas_state
 from canvas.services import canvas_apply, confirmation_answer
 from conversations.models import Message, Session
 from conversations.services import session_get_or_create
 from tests.canvas.examples import ADD_EXAMPLES, CanvasMirror
+from web.consumers import CanvasConsumer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -264,7 +264,7 @@ async def test_a_chat_that_does_not_exist_replays_empty_and_gets_its_frames_once
 
 async def test_a_stale_agent_hint_still_follows_the_right_chat(session, monkeypatch):
     """The process remembers slug → agent id to join early; a wrong memory must not misroute."""
-    from canvas import consumers
+    from web import consumers
 
     cookie = await login_cookie(session.user)
     monkeypatch.setitem(consumers._agent_id_hints, "buddy", session.agent_id + 1000)

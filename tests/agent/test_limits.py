@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 import pytest
 from django.test import Client
 
-from conversations.limits import RateLimited, prompt_rate_check, rate_record
+from agent.limits import RateLimited, prompt_rate_check, rate_record
 from conversations.models import Message, Session
-from tests.canvas.test_consumer import login_cookie, opened
-from tests.canvas.test_consumer_turns import frames_until
+from tests.web.test_consumer import login_cookie, opened
+from tests.web.test_consumer_turns import frames_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -43,6 +43,8 @@ from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.db import close_old_connections
 from django.utils.crypto import constant_time_compare
 
+from agent.submit import prompt_submit
+from agent.turn import ModelFailed, TurnError, turn_cancel
 from canvas.elements import CanvasCommandError
 from canvas.limits import MAX_FRAME_BYTES
 from canvas.push import chat_group, local_socket_closed, local_socket_opened, user_group
@@ -51,8 +53,6 @@ from canvas.selectors import canvas_replay_frames
 from canvas.services import confirmation_answer
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
 from conversations.models import Agent, Session
-from conversations.submit import prompt_submit
-from conversations.turn import ModelFailed, TurnError, turn_cancel
 
 logger = logging.getLogger(__name__)
 

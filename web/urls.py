@@ -2,6 +2,6 @@ from __future__ import annotations
 
 from django.urls import path
 
-from canvas import views
+from web import views
 
 urlpatterns = [path("", views.index, name="index")]
