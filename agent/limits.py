@@ -24,7 +24,7 @@ COUNTER_RETENTION = timedelta(days=1)
 
 
 class RateLimited(TurnError):
-    code, status = "rate_limited", 429
+    code = "rate_limited"
 
     def __init__(self, detail: str, retry_after: float) -> None:
         self.retry_after = max(1, math.ceil(retry_after))

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agent.tools import tool_definitions
+from canvas.selectors import canvas_snapshot_text
 from conversations.cache import CacheLifetimes, cache_lifetimes
 from conversations.models import Session
 from memory.selectors import summary_latest
@@ -45,8 +46,6 @@ def system_prompt(*, session: Session, summary: Summary | None = None) -> list[d
 
 
 def context_text(*, session: Session, now: datetime | None = None) -> str:
-    from canvas.selectors import canvas_snapshot_text
-
     now = now or timezone.now()
     lines = [f"Current date and time (UTC): {now.astimezone(UTC):%Y-%m-%d %H:%M (%A)}"]
     snapshot = canvas_snapshot_text(session=session)

@@ -9,8 +9,6 @@ times were missed while the server was down runs once, then moves to its next fu
 
 from __future__ import annotations
 
-import logging
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,13 +21,10 @@ from django.utils.dateparse import parse_datetime
 from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_problem
 from conversations.models import Agent, Message, ScheduledPrompt, ScheduledRun, Session
 
-logger = logging.getLogger(__name__)
-
 MIN_EVERY_SECONDS = 60
 MAX_EVERY_SECONDS = 10 * 366 * 86400  # ten years: longer is a mistake, and overflows date arithmetic
 MAX_AHEAD = timedelta(days=10 * 366)  # the first run at most this far ahead …
 MAX_BEHIND = timedelta(days=1)  # … and at most this far in the past (a past time runs at once)
-BUSY_RETRIES = 30  # the chat is mid-turn: wait for it, up to this many seconds
 
 SCHEDULE_TOOL: dict[str, Any] = {
     "name": "schedule_prompt",
@@ -179,51 +174,3 @@ def schedule_claim_due(*, now: datetime | None = None) -> list[ScheduledRun]:
             except IntegrityError:
                 continue
     return claimed
-
-
-def scheduled_run_execute(*, run_id: int) -> str:
-    """Run one claimed due time as its user. Idempotent: a redelivered task never archives twice."""
-    from agent.submit import prompt_session
-    from agent.turn import TurnError, TurnRunning, turn_run
-
-    run = ScheduledRun.objects.select_related("schedule__user", "schedule__agent").get(pk=run_id)
-    if run.status != ScheduledRun.Status.PENDING:
-        return run.status
-    schedule = run.schedule
-    if not schedule.user.is_active:  # deactivated since the claim
-        ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail="user inactive")
-        return "failed"
-    try:
-        session = prompt_session(user=schedule.user, agent_slug=schedule.agent.slug, chat_id=schedule.chat_id)
-
-        def remember(prompt) -> None:
-            ScheduledRun.objects.filter(pk=run.pk).update(prompt=prompt)
-
-        for _ in range(BUSY_RETRIES):
-            try:
-                if run.prompt_id:  # a worker died mid-turn: finish that turn, never a second prompt
-                    turn_run(session=session, prompt=run.prompt)
-                else:
-                    turn_run(session=session, text=schedule.text, on_prompt=remember, kind="scheduled")
-                break
-            except TurnRunning:
-                time.sleep(1)
-                run.refresh_from_db()
-        else:
-            raise TurnRunning()
-    except TurnError as exc:
-        logger.warning("scheduled prompt %s failed: %s", schedule.pk, exc)
-        ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail=str(exc))
-        return "failed"
-    ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.DONE)
-    return "done"
-
-
-def schedules_run_due() -> int:
-    """The periodic task: claim what is due and run each claimed time on the task engine."""
-    from django_q.tasks import async_task
-
-    runs = schedule_claim_due()
-    for run in runs:
-        async_task("agent.schedules.scheduled_run_execute", run_id=run.pk, group="scheduled-prompts")
-    return len(runs)

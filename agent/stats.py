@@ -8,7 +8,10 @@ from typing import Any
 from django.db import connection
 from django.db.models import Sum
 
+from canvas.models import CanvasState
 from conversations.models import ModelCall, Session
+from conversations.window import window_preview
+from memory import semantic
 from memory.selectors import summary_latest
 
 
@@ -24,8 +27,6 @@ def archive_totals(*, session: Session) -> tuple[int, int]:
 def search_index(*, session: Session, messages: int) -> dict[str, int]:
     """How much of the archive search already covers: words are indexed as a message is written;
     with semantic search on, a message counts once its vector is written too (memory.semantic)."""
-    from memory import semantic
-
     if not semantic.enabled():
         return {"messages": messages, "indexed": messages}
     total, indexed = semantic.index_progress(session_id=session.pk, messages=messages)
@@ -33,8 +34,6 @@ def search_index(*, session: Session, messages: int) -> dict[str, int]:
 
 
 def memory_stats(*, session: Session) -> dict[str, Any]:
-    from canvas.models import CanvasState
-    from conversations.window import window_preview
 
     messages, tokens = archive_totals(session=session)
     by_time = session.messages.order_by("created_at", "id").values_list("created_at", flat=True)

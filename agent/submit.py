@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError
 
 from agent.limits import prompt_rate_check
 from agent.turn import (
+    ModelFailed,
     PromptInvalid,
     TurnError,
     TurnResult,
@@ -24,29 +24,28 @@ from conversations.services import UnknownAgent, session_get_or_create
 
 
 class ChatNotFound(TurnError):
-    code, status = "not_found", 404
+    code = "not_found"
 
 
-@dataclass
-class Answer:
-    status: int
-    body: dict[str, Any]
+@dataclass(frozen=True)
+class PromptReply:
+    """What a submitted prompt's turn said, and in which chat."""
+
+    reply: str
+    message_id: int | None  # the final assistant message, None when nothing was said
+    agent: str
+    chat_id: str
 
 
-def _ok(session: Session, result: TurnResult) -> Answer:
-    return Answer(
-        200,
-        {
-            "reply": result.reply,
-            "message_id": result.message_id,
-            "agent": session.agent.slug,
-            "chat_id": session.chat_id,
-        },
+def _ok(session: Session, result: TurnResult) -> PromptReply:
+    return PromptReply(
+        reply=result.reply, message_id=result.message_id, agent=session.agent.slug, chat_id=session.chat_id
     )
 
 
 def prompt_session(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session:
-    """The session a prompt goes to (created on first use); 422 for a bad chat id, 404 for no agent."""
+    """The session a prompt goes to (created on first use). Raises PromptInvalid for a bad chat id,
+    ChatNotFound for an unknown agent."""
     chat_id = chat_id_or_default(chat_id)
     if not CHAT_ID_RE.match(chat_id):
         raise PromptInvalid("chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
@@ -64,8 +63,8 @@ def prompt_submit(
     chat_id: str | None = None,
     idempotency_key: str | None = None,
     kind: str = "typed",
-) -> Answer:
-    """Run one turn and answer as `POST /prompt` does. Raises TurnError subclasses for refusals.
+) -> PromptReply:
+    """Run one turn and return what it said. Raises TurnError subclasses for refusals.
     `kind` says what started it (turn_run).
 
     With a key, the key's record is written in the transaction that takes the turn's lease and
@@ -96,9 +95,8 @@ def prompt_submit(
         # prompt was rolled back with the record, so answer as that request did.
         record = IdempotencyKey.objects.get(user=user, key=key)
         return _repeat(_same_request(record, text=text, agent_slug=agent_slug, chat_id=chat_id))
-    except TurnError as exc:
-        if exc.status == 502:  # the prompt is archived; the first answer is this failure
-            _store(user, key, Answer(502, {"detail": str(exc)}))
+    except ModelFailed as exc:  # the prompt is archived; the first answer is this failure
+        _store_failure(user, key, exc)
         raise
     _store(user, key, answer)
     return answer
@@ -120,16 +118,23 @@ def _same_request(record: IdempotencyKey, *, text: str, agent_slug: str | None, 
     return record
 
 
-def _store(user: AbstractBaseUser, key: str, answer: Answer) -> None:
-    IdempotencyKey.objects.filter(user=user, key=key).update(status_code=answer.status, response=answer.body)
+def _store(user: AbstractBaseUser, key: str, answer: PromptReply) -> None:
+    IdempotencyKey.objects.filter(user=user, key=key).update(response=asdict(answer))
 
 
-def _repeat(record: IdempotencyKey) -> Answer:
+def _store_failure(user: AbstractBaseUser, key: str, failure: ModelFailed) -> None:
+    """A failed first answer is stored as `{"detail": ...}`: a repeat raises ModelFailed again."""
+    IdempotencyKey.objects.filter(user=user, key=key).update(response={"detail": str(failure)})
+
+
+def _repeat(record: IdempotencyKey) -> PromptReply:
     """A repeat of a key: the first answer, or — if the first request died mid-turn — that turn's
     answer from the archive (resuming it when it is still the newest turn). Never a second prompt."""
     record.refresh_from_db()
     if record.response is not None:
-        return Answer(record.status_code or 200, record.response)
+        if "detail" in record.response:
+            raise ModelFailed(record.response["detail"])
+        return PromptReply(**record.response)
     session, prompt = record.session, record.prompt
     if session is None or prompt is None or turn_is_running(session=session):
         raise TurnRunning()

@@ -14,8 +14,12 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from agent.schedules import SCHEDULE_TOOL, ScheduleError, schedule_from_tool
+from canvas.services import CanvasCommandError, canvas_apply
+from canvas.tools import CANVAS_TOOL_NAMES, CANVAS_TOOLS
 from conversations.models import Message, Session
 from conversations.services import message_append
+from memory.tools import MEMORY_TOOL_DEFINITIONS, MemoryToolError, memory_tool_run
 
 MEMORY_TOOLS = {"search_history", "get_messages_by_date", "get_extended_context"}
 
@@ -27,16 +31,11 @@ class ToolOutcome:
 
 
 def tool_definitions() -> list[dict[str, Any]]:
-    from agent.schedules import SCHEDULE_TOOL
-    from canvas.tools import CANVAS_TOOLS
-    from memory.tools import MEMORY_TOOL_DEFINITIONS
 
     return [*CANVAS_TOOLS, *MEMORY_TOOL_DEFINITIONS, SCHEDULE_TOOL]
 
 
 def _run_read_only(session: Session, name: str, tool_input: dict[str, Any]) -> ToolOutcome:
-    from memory.tools import MemoryToolError, memory_tool_run
-
     try:
         return ToolOutcome(memory_tool_run(session=session, name=name, tool_input=tool_input))
     except MemoryToolError as exc:
@@ -44,8 +43,6 @@ def _run_read_only(session: Session, name: str, tool_input: dict[str, Any]) -> T
 
 
 def _run_writing(session: Session, name: str, tool_input: dict[str, Any]) -> ToolOutcome:
-    from canvas.services import CanvasCommandError, canvas_apply
-    from canvas.tools import CANVAS_TOOL_NAMES
 
     if name in CANVAS_TOOL_NAMES:
         try:
@@ -55,8 +52,6 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any]) -> Too
             return ToolOutcome(f"{name} failed, nothing changed: {exc}", is_error=True)
         return ToolOutcome(f"{name}: done (canvas version {change.version}).")
     if name == "schedule_prompt":
-        from agent.schedules import ScheduleError, schedule_from_tool
-
         try:
             return ToolOutcome(schedule_from_tool(session=session, tool_input=tool_input))
         except ScheduleError as exc:

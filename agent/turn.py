@@ -28,6 +28,9 @@ from conversations.content import estimate_tokens, json_text_cleaned, text_of, t
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.services import message_append, model_call_record, session_title_from_prompt
+from conversations.window import window_build
+from memory.semantic import vectors_schedule
+from memory.summaries import summary_schedule
 
 logger = logging.getLogger(__name__)
 
@@ -39,27 +42,29 @@ PROMPT_KINDS = ("typed", "confirmation", "scheduled")
 
 
 class TurnError(Exception):
+    """A turn refused or failed. `code` names it in a socket's `error` frame (conversations.events);
+    buddy/api.py gives each kind its HTTP status."""
+
     code = "turn_failed"
-    status = 500
 
 
 class TurnRunning(TurnError):
-    code, status = "turn_running", 409
+    code = "turn_running"
 
     def __init__(self) -> None:
         super().__init__("A turn is already running in this chat; wait for it or cancel it.")
 
 
 class PromptTooLarge(TurnError):
-    code, status = "too_large", 413
+    code = "too_large"
 
 
 class PromptInvalid(TurnError):
-    code, status = "invalid", 422
+    code = "invalid"
 
 
 class ModelFailed(TurnError):
-    code, status = "model_failed", 502
+    code = "model_failed"
 
 
 @dataclass
@@ -71,7 +76,7 @@ class TurnResult:
 
 
 def prompt_check(text: str) -> None:
-    """Refuse a prompt before anything is archived (a refused prompt, 413 or 422, is not archived)."""
+    """Refuse a prompt before anything is archived (a refused prompt is not archived)."""
     if not isinstance(text, str) or not text.strip():
         raise PromptInvalid("The prompt is empty.")
     problem = text_problem(text)
@@ -169,8 +174,8 @@ def turn_run(
     """Run one turn for a new prompt `text`, or resume the turn of an already archived `prompt`.
     `kind` (one of PROMPT_KINDS) says what the prompt is, for the pages showing it.
 
-    Raises PromptInvalid/PromptTooLarge (nothing archived), TurnRunning (409), ModelFailed (502: the
-    prompt and every step before the failure stay archived).
+    Raises PromptInvalid/PromptTooLarge (nothing archived), TurnRunning, ModelFailed (the prompt and
+    every step before the failure stay archived).
     """
     if kind not in PROMPT_KINDS:
         raise ValueError(f"kind must be one of {PROMPT_KINDS}")
@@ -205,9 +210,6 @@ def turn_run(
 def _memory_follow(session: Session) -> None:
     """Queue the summary job if the window nears its next step, and the vector job of semantic search.
     Never fails a reply."""
-    from memory.semantic import vectors_schedule
-    from memory.summaries import summary_schedule
-
     try:
         summary_schedule(session=session)
     except Exception:
@@ -219,8 +221,6 @@ def _memory_follow(session: Session) -> None:
 
 
 def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResult:
-    from conversations.window import window_build
-
     client = model_client()
     stopper = _Stopper(session, lease_id)
     spoken: list[str] = []

@@ -803,7 +803,7 @@ def users_create(count: int) -> list[User]:
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
     from django.contrib.sessions.backends.db import SessionStore
 
-    from conversations.services import api_token_create
+    from conversations.tokens import api_token_create
 
     users = []
     for index in range(count):

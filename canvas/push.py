@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from canvas.models import RelayedFrame
 from conversations.models import Session
 
 logger = logging.getLogger(__name__)
@@ -86,8 +87,6 @@ def _group_send(group: str, message: dict[str, Any]) -> None:
     """Send now. A failing layer is logged, never raised: pushing is best effort."""
     try:
         if _through_database():
-            from canvas.models import RelayedFrame
-
             global _database_writes
             RelayedFrame.objects.create(group=group, message=message)
             _database_writes += 1

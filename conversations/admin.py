@@ -15,6 +15,7 @@ from django.utils.text import Truncator
 
 from conversations.llm import INPUT_PRICE, input_cost
 from conversations.models import Agent, ApiToken, Message, ModelCall, ScheduledPrompt, ScheduledRun, Session
+from conversations.tokens import api_tokens_revoke
 
 TRANSCRIPT_MESSAGES = 200  # the newest ones on a session's page; the message list has them all
 PREVIEW_CHARS = 160
@@ -309,7 +310,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        count, _ = queryset.delete()
+        count = api_tokens_revoke(tokens=queryset)
         self.message_user(request, f"Revoked {count} token(s).")
 
 

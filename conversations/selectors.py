@@ -8,7 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Max, QuerySet
 
 from conversations.content import agent_or_default, chat_id_or_default
-from conversations.models import Agent, ScheduledRun, Session
+from conversations.models import Agent, Message, ScheduledRun, Session
 
 # A confirmation answer as the page archives it: `[confirmation ID: confirmed|declined]`.
 CONFIRMATION_ANSWER_RE = re.compile(r"\[confirmation [^\]]*: (?:confirmed|declined)\]")
@@ -38,8 +38,6 @@ def agent_list() -> QuerySet[Agent]:
 
 def history_page(*, session: Session, limit: int, before: int | None) -> tuple[list, bool]:
     """A keyset page of the archive, oldest first, and whether anything older remains."""
-    from conversations.models import Message
-
     rows = Message.objects.filter(session=session).order_by("-id")
     if before is not None:
         rows = rows.filter(id__lt=before)

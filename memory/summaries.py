@@ -24,6 +24,7 @@ from conversations.content import estimate_tokens
 from conversations.llm import ModelError, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.services import model_call_record
+from conversations.window import window_next_step
 from memory.models import Summary
 from memory.selectors import summary_latest
 from memory.tools import message_line
@@ -47,8 +48,6 @@ SUMMARY_SYSTEM = (
 
 def summary_target_id(*, session: Session) -> int:
     """The id of the last message the summary should cover now (0: nothing to do)."""
-    from conversations.window import window_next_step
-
     session.refresh_from_db(fields=["window_start_id"])
     covered_by_window_start = _last_id_before(session, session.window_start_id)
     step = window_next_step(session=session)

@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from conversations.models import Message, Session
+from memory.search import search_history
 
 LINE_CHARS = 400
 
@@ -86,8 +87,6 @@ def memory_tool_run(*, session: Session, name: str, tool_input: dict[str, Any]) 
 
 
 def _search(session: Session, tool_input: dict[str, Any]) -> str:
-    from memory.search import search_history
-
     query = tool_input.get("query")
     if not isinstance(query, str) or not query.strip():
         raise MemoryToolError("query must be a non-empty string.")

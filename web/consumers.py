@@ -89,7 +89,7 @@ def turn_executor() -> ThreadPoolExecutor:
 
 
 class LoginNoLongerValid(TurnError):
-    code, status = "logged_out", 401
+    code = "logged_out"
 
     def __init__(self) -> None:
         super().__init__("This login is no longer valid (logged out, password changed or user deactivated).")

@@ -15,13 +15,8 @@ from django.core.management.base import CommandError
 from django.db import close_old_connections
 from django.utils import timezone
 
-from agent.schedules import (
-    ScheduleError,
-    schedule_claim_due,
-    schedule_create,
-    scheduled_run_execute,
-    schedules_run_due,
-)
+from agent.schedules import ScheduleError, schedule_claim_due, schedule_create
+from agent.tasks import scheduled_run_execute, schedules_run_due
 from canvas.models import CanvasState
 from conversations.models import Message, ScheduledPrompt, ScheduledRun, Session
 from conversations.services import message_append, session_get_or_create

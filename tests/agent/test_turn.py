@@ -14,7 +14,8 @@ from agent.turn import turn_cancel, turn_run
 from canvas.models import CanvasState
 from conversations.llm import usage_dict
 from conversations.models import Message, ModelCall, Session
-from conversations.services import api_token_create, session_get_or_create
+from conversations.services import session_get_or_create
+from conversations.tokens import api_token_create
 from tests.servers import daphne
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,7 +7,8 @@ from django.test import Client
 
 from canvas.services import canvas_apply
 from conversations.models import ModelCall
-from conversations.services import api_token_create, message_append, session_get_or_create
+from conversations.services import message_append, session_get_or_create
+from conversations.tokens import api_token_create
 from memory.models import Summary
 
 pytestmark = pytest.mark.django_db

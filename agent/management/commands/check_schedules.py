@@ -9,7 +9,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from agent.schedules import schedules_run_due
+from agent.tasks import schedules_run_due
 
 CHECK_SECONDS = 1.0
 

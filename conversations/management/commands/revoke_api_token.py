@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations.services import api_tokens_revoke
+from conversations.tokens import api_tokens_revoke
 
 
 class Command(BaseCommand):
