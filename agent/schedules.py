@@ -18,8 +18,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_problem
-from conversations.models import Agent, Message, ScheduledPrompt, ScheduledRun, Session
+from conversations.content import CHAT_ID_INVALID, CHAT_ID_RE, agent_or_default, chat_id_or_default, text_problem
+from conversations.models import Message, ScheduledPrompt, ScheduledRun, Session
+from conversations.selectors import agent_get
 
 MIN_EVERY_SECONDS = 60
 MAX_EVERY_SECONDS = 10 * 366 * 86400  # ten years: longer is a mistake, and overflows date arithmetic
@@ -109,8 +110,8 @@ def schedule_create(
         )
     chat_id = chat_id_or_default(chat_id)
     if not CHAT_ID_RE.match(chat_id):
-        raise ScheduleError("chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
-    agent = Agent.objects.filter(slug=agent_or_default(agent_slug)).first()
+        raise ScheduleError(CHAT_ID_INVALID)
+    agent = agent_get(slug=agent_slug)
     if agent is None:
         raise ScheduleError(f"No agent {agent_or_default(agent_slug)!r}.")
     first = at or now + timedelta(seconds=every_seconds or 0)

@@ -18,7 +18,14 @@ from agent.turn import (
     turn_is_running,
     turn_run,
 )
-from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default, text_of, text_problem
+from conversations.content import (
+    CHAT_ID_INVALID,
+    CHAT_ID_RE,
+    agent_or_default,
+    chat_id_or_default,
+    text_of,
+    text_problem,
+)
 from conversations.models import IdempotencyKey, Message, Session
 from conversations.services import UnknownAgent, session_get_or_create
 
@@ -48,7 +55,7 @@ def prompt_session(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: s
     ChatNotFound for an unknown agent."""
     chat_id = chat_id_or_default(chat_id)
     if not CHAT_ID_RE.match(chat_id):
-        raise PromptInvalid("chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
+        raise PromptInvalid(CHAT_ID_INVALID)
     try:
         return session_get_or_create(user=user, agent_slug=agent_slug, chat_id=chat_id)
     except UnknownAgent as exc:

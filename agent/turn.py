@@ -18,13 +18,14 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from agent.prompt import model_for, request_build
 from agent.tools import tool_round_run
 from canvas.push import push_frame, push_frame_on_commit
-from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem
+from conversations import events
+from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
+from conversations.leases import lease_release, lease_renew, lease_take
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.services import message_append, model_call_record, session_title_from_prompt
@@ -35,10 +36,6 @@ from memory.summaries import summary_schedule
 logger = logging.getLogger(__name__)
 
 CANCEL_POLL_SECONDS = 0.5
-TOOL_SUMMARY_CHARS = 200  # of a tool result, in its `tool_result` frame
-
-# What started a turn, in its `user_message` frame (README: WebSocket frames).
-PROMPT_KINDS = ("typed", "confirmation", "scheduled")
 
 
 class TurnError(Exception):
@@ -96,16 +93,14 @@ def _lease_ttl() -> timedelta:
     return timedelta(seconds=settings.BUDDY_TURN_LEASE_SECONDS)
 
 
+LEASE_FIELD = "turn_lease_expires_at"
+
+
 def turn_lease_acquire(*, session: Session) -> str:
-    """Take the session's turn lease, or raise TurnRunning. One conditional UPDATE: atomic everywhere."""
-    now = timezone.now()
+    """Take the session's turn lease (conversations.leases), or raise TurnRunning."""
     lease_id = uuid.uuid4().hex
-    taken = (
-        Session.objects.filter(pk=session.pk)
-        .filter(Q(turn_lease_id="") | Q(turn_lease_expires_at__lt=now))
-        .update(turn_lease_id=lease_id, turn_lease_expires_at=now + _lease_ttl(), turn_cancel_requested=False)
-    )
-    if not taken:
+    rows = Session.objects.filter(pk=session.pk)
+    if not lease_take(rows, field=LEASE_FIELD, ttl=_lease_ttl(), turn_lease_id=lease_id, turn_cancel_requested=False):
         raise TurnRunning()
     return lease_id
 
@@ -113,16 +108,15 @@ def turn_lease_acquire(*, session: Session) -> str:
 def turn_lease_renew(*, session: Session, lease_id: str) -> bool:
     """Extend the lease; returns whether the turn should go on (still ours, not cancelled, and its user
     not deactivated meanwhile)."""
-    renewed = Session.objects.filter(
+    rows = Session.objects.filter(
         pk=session.pk, turn_lease_id=lease_id, turn_cancel_requested=False, user__is_active=True
-    ).update(turn_lease_expires_at=timezone.now() + _lease_ttl())
-    return bool(renewed)
+    )
+    return lease_renew(rows, field=LEASE_FIELD, ttl=_lease_ttl())
 
 
 def turn_lease_release(*, session: Session, lease_id: str) -> None:
-    Session.objects.filter(pk=session.pk, turn_lease_id=lease_id).update(
-        turn_lease_id="", turn_lease_expires_at=None, turn_cancel_requested=False
-    )
+    rows = Session.objects.filter(pk=session.pk, turn_lease_id=lease_id)
+    lease_release(rows, field=LEASE_FIELD, turn_lease_id="", turn_cancel_requested=False)
 
 
 def turn_cancel(*, session: Session) -> bool:
@@ -172,13 +166,13 @@ def turn_run(
     kind: str = "typed",
 ) -> TurnResult:
     """Run one turn for a new prompt `text`, or resume the turn of an already archived `prompt`.
-    `kind` (one of PROMPT_KINDS) says what the prompt is, for the pages showing it.
+    `kind` (one of conversations.events.PROMPT_KINDS) says what the prompt is, for the pages showing it.
 
     Raises PromptInvalid/PromptTooLarge (nothing archived), TurnRunning, ModelFailed (the prompt and
     every step before the failure stay archived).
     """
-    if kind not in PROMPT_KINDS:
-        raise ValueError(f"kind must be one of {PROMPT_KINDS}")
+    if kind not in events.PROMPT_KINDS:
+        raise ValueError(f"kind must be one of {events.PROMPT_KINDS}")
     if prompt is None:
         prompt_check(text or "")
     # The lease, the prompt and whatever `on_prompt` records (an Idempotency-Key) commit together: a
@@ -188,21 +182,21 @@ def turn_run(
         if prompt is None:
             prompt = message_append(session=session, role="user", content=text)
             session_title_from_prompt(session=session, prompt=prompt)
-            push_frame_on_commit(session, {"type": "user_message", "text": text, "message_id": prompt.id, "kind": kind})
+            push_frame_on_commit(session, events.user_message(text=text, message_id=prompt.id, kind=kind))
             if on_prompt is not None:
                 on_prompt(prompt)
     try:
         result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
     except ModelFailed as failure:
         turn_lease_release(session=session, lease_id=lease_id)
-        push_frame(session, {"type": "error", "code": failure.code, "detail": str(failure)})
+        push_frame(session, events.error(failure.code, str(failure)))
         raise
     except BaseException:
         turn_lease_release(session=session, lease_id=lease_id)
         raise
     turn_lease_release(session=session, lease_id=lease_id)
     # After the release: a client that answers the reply at once must not hit its own lease (409).
-    push_frame(session, {"type": "assistant_message", "text": result.reply, "message_id": result.message_id})
+    push_frame(session, events.assistant_message(text=result.reply, message_id=result.message_id))
     _memory_follow(session)
     return result
 
@@ -228,7 +222,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
     tool_rounds = 0
 
     def on_text(chunk: str) -> None:
-        push_frame(session, {"type": "assistant_delta", "text": json_text_cleaned(chunk)})
+        push_frame(session, events.assistant_delta(json_text_cleaned(chunk)))
 
     while True:
         if stopper(now_or_never=True):  # between model calls, always look
@@ -259,10 +253,17 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
         if not tool_uses:
             break
         for block in tool_uses:
-            push_frame(session, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": block["input"]})
+            push_frame(session, events.tool_use(tool_use_id=block["id"], name=block["name"], tool_input=block["input"]))
         results = tool_round_run(session=session, tool_uses=tool_uses)
         for block in results.content:
-            push_frame(session, _tool_result_frame(block))
+            push_frame(
+                session,
+                events.tool_result(
+                    tool_use_id=block.get("tool_use_id", ""),
+                    is_error=bool(block.get("is_error")),
+                    text=tool_result_text(block.get("content")),
+                ),
+            )
         tool_rounds += 1
         if tool_rounds >= settings.BUDDY_MAX_TOOL_ROUNDS and not stopper(now_or_never=True):
             notice = (
@@ -275,21 +276,6 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
     reply_text = "\n\n".join(spoken)
     message_id = last_message.id if last_message is not None and last_message.role == "assistant" else None
     return TurnResult(reply=reply_text, message_id=message_id, prompt_id=prompt.id, cancelled=stopper.stopped)
-
-
-def _tool_result_frame(block: dict) -> dict:
-    content = block.get("content", "")
-    if isinstance(content, list):
-        content = " ".join(item.get("text", "") for item in content if isinstance(item, dict))
-    summary = str(content)
-    if len(summary) > TOOL_SUMMARY_CHARS:
-        summary = summary[: TOOL_SUMMARY_CHARS - 1] + "…"
-    return {
-        "type": "tool_result",
-        "tool_use_id": block.get("tool_use_id", ""),
-        "is_error": bool(block.get("is_error")),
-        "summary": summary,
-    }
 
 
 def _archivable(reply: ModelReply) -> list[dict]:

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 import httpx2
 from django.conf import settings
 
+from conversations.content import tool_result_text
+
 
 class ModelError(Exception):
     """The provider failed after the SDK's own retries (4xx, 5xx, overload, timeout, cut stream)."""
@@ -193,7 +195,7 @@ class OfflineClient:
             failed = [b for b in results if b.get("is_error")]
             text = f"Done: {len(results) - len(failed)} canvas change(s) made."
             if failed:
-                text += " Failed: " + "; ".join(_result_text(b) for b in failed)
+                text += " Failed: " + "; ".join(tool_result_text(b.get("content")) for b in failed)
             return self._say(text, on_text, should_stop)
         prompt = next((b["text"] for b in last["content"] if b.get("type") == "text"), "")
         if prompt.startswith("CANVAS:"):
@@ -237,13 +239,6 @@ class OfflineClient:
             usage={"output_tokens": len(said) // 4 + 1},
             stopped_early=said != text,
         )
-
-
-def _result_text(block: dict[str, Any]) -> str:
-    content = block.get("content", "")
-    if isinstance(content, list):
-        return " ".join(item.get("text", "") for item in content if isinstance(item, dict))
-    return str(content)
 
 
 def _estimate(value: Any) -> int:

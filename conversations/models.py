@@ -8,11 +8,11 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations.content import CHAT_ID_RE
+from conversations.content import CHAT_ID_RE, CHAT_ID_RULE
 
 TITLE_MAX_CHARS = 100
 
-chat_id_validator = RegexValidator(CHAT_ID_RE, "A chat id is 1–64 characters of A-Z a-z 0-9 _ . : -")
+chat_id_validator = RegexValidator(CHAT_ID_RE, f"A chat id is {CHAT_ID_RULE}")
 
 
 class Agent(models.Model):

@@ -23,6 +23,7 @@ from conversations.content import (
     readable_text,
 )
 from conversations.models import TITLE_MAX_CHARS, Agent, Message, ModelCall, Session
+from conversations.selectors import agent_get
 
 AUTO_TITLE_CHARS = 60
 
@@ -54,7 +55,7 @@ class UnknownAgent(LookupError):
 
 def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session:
     """The user's session for (agent, chat_id), created on first use. Raises UnknownAgent."""
-    agent = Agent.objects.filter(slug=agent_or_default(agent_slug)).first()
+    agent = agent_get(slug=agent_slug)
     if agent is None:
         raise UnknownAgent(agent_or_default(agent_slug))
     chat_id = chat_id_or_default(chat_id)
@@ -174,7 +175,7 @@ def messages_bulk_append(*, messages: Iterable[Message], batch_size: int = 1000)
 def agent_create_or_update(
     *, slug: str, name: str, avatar: str | None = None, personality: str | None = None, model: str | None = None
 ) -> tuple[Agent, bool]:
-    agent = Agent.objects.filter(slug=slug).first()
+    agent = agent_get(slug=slug)
     created = agent is None
     if agent is None:
         agent = Agent(slug=slug)

@@ -9,9 +9,10 @@ scheme, host and port or a trusted one, by buddy.origins). An invalid `chat_id` 
 is accepted only to send one `error` frame (`invalid_chat_id` / `unknown_agent`) and then closed with
 code 4400 / 4404, so a client can tell the user why.
 
-Error codes of bad frames (the socket stays open): frame_too_large, binary_frame, invalid_json,
-invalid_unicode, nul_character, too_deep, invalid_frame, unknown_type, invalid_field; a socket whose
-login was revoked answers a prompt with logged_out and closes with 4401.
+Every frame, both ways, and every error code is listed and built in conversations/events.py; bad
+frames answer an `error` frame and the socket stays open; a socket whose login was revoked answers a
+prompt with logged_out and closes with 4401. This module parses, calls one function of agent.chat (or
+the canvas replay), and answers; it runs no query itself.
 
 Frames the client must know about beyond the README's list:
 - `canvas_update_card` carries the element's complete fields after the change: replace the element
@@ -39,20 +40,19 @@ from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.db import close_old_connections
-from django.utils.crypto import constant_time_compare
 
-from agent.submit import prompt_submit
-from agent.turn import ModelFailed, TurnError, turn_cancel
+from agent.chat import LoginNoLongerValid, chat_cancel, chat_confirmation_answer, chat_open, chat_prompt
+from agent.turn import ModelFailed, TurnError
 from canvas.elements import CanvasCommandError
 from canvas.limits import MAX_FRAME_BYTES
 from canvas.push import chat_group, local_socket_closed, local_socket_opened, user_group
 from canvas.relay import relay_ensure_started
-from canvas.selectors import canvas_replay_frames
-from canvas.services import confirmation_answer
-from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_default
-from conversations.models import Agent, Session
+from canvas.selectors import canvas_replay_frames_of
+from conversations import events
+from conversations.content import CHAT_ID_INVALID, CHAT_ID_RE, agent_or_default, chat_id_or_default
+from conversations.models import Agent
+from conversations.selectors import agent_get
 
 logger = logging.getLogger(__name__)
 
@@ -88,76 +88,24 @@ def turn_executor() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=settings.BUDDY_TURN_THREADS, thread_name_prefix="buddy-turn")
 
 
-class LoginNoLongerValid(TurnError):
-    code = "logged_out"
-
-    def __init__(self) -> None:
-        super().__init__("This login is no longer valid (logged out, password changed or user deactivated).")
-
-
-def _login_still_valid(user: Any, django_session: Any) -> bool:
-    """The socket's login as a request would check it now: the user is active and the session's
-    password hash is still the user's. The close a password change or deactivation sends is best
-    effort; this check is not."""
-    current = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
-    if current is None:
-        return False
-    session_hash = django_session.get(HASH_SESSION_KEY) if django_session is not None else None
-    return not session_hash or constant_time_compare(session_hash, current.get_session_auth_hash())
-
-
-def _socket_turn(user: Any, django_session: Any, agent_slug: str, chat_id: str, text: str, kind: str) -> None:
+def _socket_turn(**prompt: Any) -> None:
+    """chat_prompt on a turn thread, which leaves no database connection behind."""
     try:
-        if not _login_still_valid(user, django_session):
-            raise LoginNoLongerValid()
-        prompt_submit(user=user, text=text, agent_slug=agent_slug, chat_id=chat_id, kind=kind)
+        chat_prompt(**prompt)
     finally:
         close_old_connections()
 
 
-@_in_db_thread
-def _turn_cancel(user_id: int, agent_id: int, chat_id: str) -> bool:
-    session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
-    return session is not None and turn_cancel(session=session)
-
-
-@_in_db_thread
-def _agent_get(slug: str) -> Agent | None:
-    return Agent.objects.filter(slug=slug).first()
-
-
-def _replay_frames_sync(user_id: int, agent_id: int, chat_id: str) -> list[dict[str, Any]]:
-    session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
-    return canvas_replay_frames(session=session)
-
-
-_replay_frames = _in_db_thread(_replay_frames_sync)
-
-
-@_in_db_thread
-def _agent_and_replay(slug: str, user_id: int, chat_id: str) -> tuple[Agent | None, list[dict[str, Any]]]:
-    agent = Agent.objects.filter(slug=slug).first()
-    if agent is None:
-        return None, []
-    return agent, _replay_frames_sync(user_id, agent.pk, chat_id)
-
+_chat_open = _in_db_thread(chat_open)
+_chat_replay = _in_db_thread(canvas_replay_frames_of)
+_chat_cancel = _in_db_thread(chat_cancel)
+_chat_confirmation_answer = _in_db_thread(chat_confirmation_answer)
+_agent_get = _in_db_thread(agent_get)
 
 # Agent slug → id, learned by this process: lets a connect join the chat's group before its one trip to
 # the database (each trip to a database thread costs more than its queries on a busy server). Only a
 # hint: the trip checks it, and a wrong one costs a second read.
 _agent_id_hints: dict[str, int] = {}
-
-
-@_in_db_thread
-def _confirmation_answer(user_id: int, agent_id: int, chat_id: str, element_id: str, confirmed: bool) -> None:
-    session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
-    if session is None:
-        raise CanvasCommandError(f"no element `{element_id}` on the canvas", code="unknown_element")
-    confirmation_answer(session=session, element_id=element_id, confirmed=confirmed)
-
-
-def _agent_frame(agent: Agent) -> dict[str, Any]:
-    return {"id": agent.slug, "name": agent.name, "avatar": agent.avatar}
 
 
 # A lone surrogate is not Unicode text: a JSON escape such as "\\ud800", or invalid UTF-8 that the
@@ -236,7 +184,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         agent_slug = agent_or_default(query.get("agent", [""])[-1])
         await self.accept()
         if not CHAT_ID_RE.match(chat_id):
-            await self.send_error("invalid_chat_id", "chat_id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
+            await self.send_error("invalid_chat_id", CHAT_ID_INVALID)
             await self.close(code=CLOSE_INVALID_QUERY)
             return
         self.chat_id = chat_id
@@ -251,7 +199,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         hint = _agent_id_hints.get(agent_slug)
         if hint is not None:
             await self._join_chat_group(hint)
-        agent, frames = await _agent_and_replay(agent_slug, user.pk, chat_id)
+        agent, frames = await _chat_open(agent_slug=agent_slug, user_id=user.pk, chat_id=chat_id)
         if agent is None:
             _agent_id_hints.pop(agent_slug, None)
             await self.send_error("unknown_agent", f"there is no agent {agent_slug[:64]!r}")
@@ -261,7 +209,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         if agent.pk != hint:
             _agent_id_hints[agent_slug] = agent.pk
             await self._join_chat_group(agent.pk)
-            frames = await _replay_frames(user.pk, agent.pk, chat_id)  # read again, after the join
+            frames = await _chat_replay(user_id=user.pk, agent_id=agent.pk, chat_id=chat_id)  # again, after the join
         self.opened = True
         await self._send_all(frames)
 
@@ -286,14 +234,14 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         await self._join(group)
 
     async def send_replay(self) -> None:
-        await self._send_all(await _replay_frames(self.user.pk, self.agent.pk, self.chat_id))
+        await self._send_all(await _chat_replay(user_id=self.user.pk, agent_id=self.agent.pk, chat_id=self.chat_id))
 
     async def _send_all(self, frames: list[dict[str, Any]]) -> None:
         for frame in frames:
             await self.send_json(frame)
 
     async def send_error(self, code: str, detail: str) -> None:
-        await self.send_json({"type": "error", "code": code, "detail": detail})
+        await self.send_json(events.error(code, detail))
 
     # --- client → server ------------------------------------------------------------------------
 
@@ -370,12 +318,12 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
 
     async def on_switch_agent(self, content: dict[str, Any]) -> None:
         slug = agent_or_default(_string_field(content, "agent", required=False))
-        agent = await _agent_get(slug)
+        agent = await _agent_get(slug=slug)
         if agent is None:
             raise FrameError("unknown_agent", f"there is no agent {slug[:64]!r}")
         self.agent = agent
         await self._join_chat_group(agent.pk)
-        await self.send_json({"type": "agent_switch", "agent": _agent_frame(agent)})
+        await self.send_json(events.agent_switch(slug=agent.slug, name=agent.name, avatar=agent.avatar))
         await self.send_replay()
 
     async def on_confirmation_response(self, content: dict[str, Any]) -> None:
@@ -384,10 +332,15 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(confirmed, bool):
             raise FrameError("invalid_field", "`confirmed` must be true or false")
         try:
-            await _confirmation_answer(self.user.pk, self.agent.pk, self.chat_id, element_id, confirmed)
+            answer = await _chat_confirmation_answer(
+                user_id=self.user.pk,
+                agent_id=self.agent.pk,
+                chat_id=self.chat_id,
+                element_id=element_id,
+                confirmed=confirmed,
+            )
         except CanvasCommandError as error:
             raise FrameError(error.code, str(error)) from None
-        answer = f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]"
         await self.start_turn(answer, kind="confirmation")
 
     # Frame type → method name (names, so a subclass may override a handler).
@@ -414,7 +367,12 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     async def _turn(self, text: str, kind: str) -> None:
         try:
             await sync_to_async(_socket_turn, thread_sensitive=False, executor=turn_executor())(
-                self.user, self.scope.get("session"), self.agent.slug, self.chat_id, text, kind
+                user=self.user,
+                django_session=self.scope.get("session"),
+                agent_slug=self.agent.slug,
+                chat_id=self.chat_id,
+                text=text,
+                kind=kind,
             )
         except ModelFailed:
             pass  # the turn already told every socket of the chat
@@ -429,7 +387,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
 
     async def cancel_turn(self) -> None:
         """Stop the running turn of this socket's chat, whichever process or socket started it."""
-        if not await _turn_cancel(self.user.pk, self.agent.pk, self.chat_id):
+        if not await _chat_cancel(user_id=self.user.pk, agent_id=self.agent.pk, chat_id=self.chat_id):
             await self.send_error("no_turn_running", "there is no running turn to cancel")
 
     # --- group messages ---------------------------------------------------------------------------

@@ -7,13 +7,13 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from conversations.content import DEFAULT_AGENT, DEFAULT_CHAT_ID
-from conversations.models import Agent
+from conversations.selectors import agent_get
 
 
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     user = request.user
-    default_agent = Agent.objects.filter(slug=DEFAULT_AGENT).first()
+    default_agent = agent_get(slug=DEFAULT_AGENT)
     # Everything the page script needs, handed over with json_script (never interpolated into JS).
     config = {
         "user": {"username": user.get_username(), "name": user.get_full_name() or user.get_username()},

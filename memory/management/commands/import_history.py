@@ -6,7 +6,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations.content import CHAT_ID_RE, DEFAULT_AGENT, DEFAULT_CHAT_ID
+from conversations.content import CHAT_ID_RE, CHAT_ID_RULE, DEFAULT_AGENT, DEFAULT_CHAT_ID
 from conversations.history_io import ImportLineError, ImportRefused, history_import_once, history_validate
 from conversations.services import UnknownAgent
 from memory import semantic
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         if owner is None:
             raise CommandError(f"No user named {user!r}.")
         if not CHAT_ID_RE.match(chat_id):
-            raise CommandError("--chat-id must be 1–64 characters of A-Z a-z 0-9 _ . : -")
+            raise CommandError(f"--chat-id must be {CHAT_ID_RULE}")
         if not file.is_file():
             raise CommandError(f"No such file: {file}")
         tty = self.stderr.isatty() if hasattr(self.stderr, "isatty") else sys.stderr.isatty()
