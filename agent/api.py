@@ -8,12 +8,11 @@ from asgiref.sync import sync_to_async
 from django.db import close_old_connections
 from django.http import HttpRequest, JsonResponse
 from ninja import Query, Router
-from ninja.errors import HttpError
 
 from agent.stats import memory_stats
 from agent.submit import PromptReply, prompt_submit
+from conversations.api import owned_session
 from conversations.schemas import ErrorOut, PromptIn, PromptOut
-from conversations.selectors import session_get
 from memory.schemas import ChatIn, StatsOut
 
 router = Router()
@@ -66,7 +65,5 @@ def prompt_other_methods(request: HttpRequest):
     tags=["memory"],
 )
 def memory_stats_view(request: HttpRequest, params: Query[ChatIn]):
-    session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
-    if session is None:
-        raise HttpError(404, "No such chat.")
+    session = owned_session(request, agent_slug=params.agent, chat_id=params.chat_id)
     return memory_stats(session=session)

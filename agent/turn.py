@@ -195,7 +195,7 @@ def turn_run(
         turn_lease_release(session=session, lease_id=lease_id)
         raise
     turn_lease_release(session=session, lease_id=lease_id)
-    # After the release: a client that answers the reply at once must not hit its own lease (409).
+    # After the release: a client that answers the reply at once must not hit its own lease (TurnRunning).
     push_frame(session, events.assistant_message(text=result.reply, message_id=result.message_id))
     _memory_follow(session)
     return result

@@ -48,12 +48,6 @@ def session_group(session: Session | int) -> str:
     return chat_group(user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id)
 
 
-async def asession_group(session: Session | int) -> str:
-    if not isinstance(session, Session):
-        session = await Session.objects.only("user_id", "agent_id", "chat_id").aget(pk=session)
-    return chat_group(user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id)
-
-
 def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
@@ -101,19 +95,6 @@ def _group_send(group: str, message: dict[str, Any]) -> None:
 def push_frame(session: Session | int, frame: dict[str, Any]) -> None:
     """Send one frame to the session's sockets now (best effort)."""
     _group_send(session_group(session), {"type": "frame", "frame": frame})
-
-
-async def apush_frame(session: Session | int, frame: dict[str, Any]) -> None:
-    group = await asession_group(session)
-    if _through_database():
-        from asgiref.sync import sync_to_async
-
-        await sync_to_async(_group_send, thread_sensitive=False)(group, {"type": "frame", "frame": frame})
-        return
-    try:
-        await get_channel_layer().group_send(group, {"type": "frame", "frame": frame})
-    except Exception:
-        logger.exception("push to group %s failed", group)
 
 
 def push_frame_on_commit(session: Session | int, frame: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ from ninja.errors import HttpError
 from pydantic import Field
 
 from conversations import selectors
+from conversations.models import Session
 from conversations.schemas import AgentOut, ChatOut, ChatRenameIn, ErrorOut, HistoryOut, PlainText
 from conversations.services import InvalidTitle, session_rename
 
@@ -42,7 +43,7 @@ def chats(request: HttpRequest):
 @router.patch("/chats", response={200: ChatOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut}, summary="Rename a chat")
 def chat_rename(request: HttpRequest, payload: ChatRenameIn):
     """Give one of the user's chats a title (new chats are named after their first prompt)."""
-    session = owned_session(request, ChatQuery(agent=payload.agent, chat_id=payload.chat_id))
+    session = owned_session(request, agent_slug=payload.agent, chat_id=payload.chat_id)
     try:
         session_rename(session=session, title=payload.title)
     except InvalidTitle as exc:
@@ -61,9 +62,9 @@ class HistoryQuery(ChatQuery):
     before: int | None = Field(None, ge=1)
 
 
-def owned_session(request: HttpRequest, query: ChatQuery):
+def owned_session(request: HttpRequest, *, agent_slug: str | None, chat_id: str | None) -> Session:
     """The requesting user's chat, or 404 — whether it is missing or someone else's is never revealed."""
-    session = selectors.session_get(user=request.user, agent_slug=query.agent, chat_id=query.chat_id)
+    session = selectors.session_get(user=request.user, agent_slug=agent_slug, chat_id=chat_id)
     if session is None:
         raise HttpError(404, "No such chat.")
     return session
@@ -73,6 +74,6 @@ def owned_session(request: HttpRequest, query: ChatQuery):
 def history(request: HttpRequest, query: Query[HistoryQuery]):
     """Up to `limit` messages with id below `before` (the newest when absent), oldest first;
     `next_before` is the oldest id of the page, `null` when there is nothing older."""
-    session = owned_session(request, query)
+    session = owned_session(request, agent_slug=query.agent, chat_id=query.chat_id)
     messages, has_more = selectors.history_page(session=session, limit=query.limit, before=query.before)
     return {"messages": messages, "next_before": messages[0].id if messages and has_more else None}

@@ -157,7 +157,7 @@ class IdempotencyKey(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, related_name="+")
     # The archived prompt, once there is one: a retry after a crash resumes that turn, never re-archives.
     prompt = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, related_name="+")
-    status_code = models.PositiveSmallIntegerField(null=True)
+    # The first answer: the reply (agent.submit.PromptReply's fields), or {"detail": ...} when the model failed.
     response = models.JSONField(null=True)
     created_at = models.DateTimeField(default=timezone.now)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
+from conversations.api import owned_session
 from conversations.schemas import ErrorOut
-from conversations.selectors import session_get
 from memory.schemas import SearchIn, SearchOut, SearchResultOut
 from memory.search import search_history
 
@@ -22,9 +22,7 @@ ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
     "`\\` of the text itself is preceded by a backslash.",
 )
 def memory_search(request: HttpRequest, params: Query[SearchIn]):
-    session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
-    if session is None:
-        return Status(404, ErrorOut(detail="No such chat."))
+    session = owned_session(request, agent_slug=params.agent, chat_id=params.chat_id)
     hits = search_history(session=session, query=params.q, limit=params.limit)
     results = [
         SearchResultOut(

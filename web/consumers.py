@@ -358,7 +358,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         """Run `text` as a turn of this socket's chat, in a task: the consumer handles one event at a
         time, and its own deltas (group messages) must reach it while the turn runs. The turn pushes
         `user_message`, `tool_use`, `tool_result`, `assistant_delta`, `assistant_message` (and a
-        `model_failed` error) to every socket of the chat; refusals (409, 413, …) answer this socket
+        `model_failed` error) to every socket of the chat; refusals (turn_running, too_large, …) answer this socket
         only."""
         task = asyncio.create_task(self._turn(text, kind))
         self.turn_tasks.add(task)
