@@ -128,8 +128,8 @@ def _converse(session, server, pauses: list[float]) -> list[int]:
     and Buddy's view of the chat's pauses both see it."""
     from django.db.models import F
 
+    from agent.turn import turn_run
     from conversations.models import Message, ModelCall
-    from conversations.turn import turn_run
     from devtools.fake_anthropic import Reply
 
     counter = {"n": 0}

@@ -249,7 +249,7 @@ class User:
 
 
 class SocketView:
-    """One user's socket: its frames and the canvas as a browser would hold it (canvas/consumers.py)."""
+    """One user's socket: its frames and the canvas as a browser would hold it (web/consumers.py)."""
 
     def __init__(self) -> None:
         self.frames: collections.Counter[str] = collections.Counter()
@@ -805,7 +805,7 @@ def users_create(count: int) -> list[User]:
     from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
     from django.contrib.sessions.backends.db import SessionStore
 
-    from conversations.services import api_token_create
+    from conversations.tokens import api_token_create
 
     users = []
     for index in range(count):

@@ -4,7 +4,7 @@ set (built there, reused here).
     .venv/bin/python bench/stats.py
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/buddy_bench_search .venv/bin/python bench/stats.py
 
-memory.stats.memory_stats end to end, on one database connection, after a warm-up; the median and p95
+agent.stats.memory_stats end to end, on one database connection, after a warm-up; the median and p95
 of REPEATS calls for one chat of each size (the first two sessions of the data set), and their ratio.
 """
 
@@ -30,8 +30,8 @@ django.setup()
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from agent.stats import memory_stats  # noqa: E402
 from conversations.models import Session  # noqa: E402
-from memory.stats import memory_stats  # noqa: E402
 
 REPEATS = 200
 

@@ -9,10 +9,13 @@ from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from agent.api import router as agent_router
+from agent.limits import RateLimited
+from agent.submit import ChatNotFound
+from agent.turn import ModelFailed, PromptInvalid, PromptTooLarge, TurnError, TurnRunning
 from buddy.auth import CREDENTIALS_PROBLEM, api_auth
 from buddy.views import request_too_large_detail
 from conversations.api import router as conversations_router
-from conversations.limits import RateLimited
 from memory.api import router as memory_router
 
 api = NinjaAPI(
@@ -59,6 +62,22 @@ def rate_limited(request: HttpRequest, exc: RateLimited):
     return response
 
 
+# The HTTP status of each refusal of a turn (the services raise them; only this transport knows HTTP).
+TURN_ERROR_STATUS: dict[type[TurnError], int] = {
+    ChatNotFound: 404,
+    TurnRunning: 409,
+    PromptTooLarge: 413,
+    PromptInvalid: 422,
+    ModelFailed: 502,
+}
+
+
+@api.exception_handler(TurnError)
+def turn_refused(request: HttpRequest, exc: TurnError):
+    status = next((code for kind, code in TURN_ERROR_STATUS.items() if isinstance(exc, kind)), 500)
+    return api.create_response(request, {"detail": str(exc)}, status=status)
+
+
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError):
     # Ninja answers a body it cannot parse with 400; every invalid input is a 422 (README, "HTTP API").
@@ -67,5 +86,6 @@ def http_error(request: HttpRequest, exc: HttpError):
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 
+api.add_router("", agent_router)
 api.add_router("", conversations_router)
 api.add_router("", memory_router)

@@ -13,8 +13,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from buddy.origins import SameOriginValidator  # noqa: E402
-from canvas.routing import websocket_urlpatterns  # noqa: E402
 from memory import semantic  # noqa: E402
+from web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {

@@ -8,7 +8,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 
-from conversations.limits import RateLimited, login_attempt_check, login_failure_record
+from agent.limits import RateLimited, login_attempt_check, login_failure_record
 
 
 class ThrottledLoginMixin:

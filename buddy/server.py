@@ -26,6 +26,8 @@ from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
+from canvas.limits import MAX_FRAME_BYTES
+
 logger = logging.getLogger(__name__)
 
 
@@ -76,8 +78,6 @@ class BoundedWebSocketProtocol(WebSocketProtocol):
         self.message_bytes = 0
 
     def onMessageFrameData(self, payload: bytes) -> None:  # noqa: N802
-        from canvas.limits import MAX_FRAME_BYTES
-
         room = MAX_FRAME_BYTES + 1 - self.message_bytes
         self.message_bytes += len(payload)
         if room > 0:

@@ -80,8 +80,10 @@ INSTALLED_APPS = [
     "ninja",
     "django_q",
     "conversations",
+    "agent",
     "canvas",
     "memory",
+    "web",
 ]
 
 MIDDLEWARE = [

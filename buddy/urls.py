@@ -16,6 +16,6 @@ urlpatterns = [
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("healthz", healthz, name="healthz"),
-    path("", include("canvas.urls")),
+    path("", include("web.urls")),
     path("", api.urls),
 ]

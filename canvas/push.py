@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from canvas.models import RelayedFrame
 from conversations.models import Session
 
 logger = logging.getLogger(__name__)
@@ -44,12 +45,6 @@ def session_group(session: Session | int) -> str:
     """The group of a session's sockets. Pass the Session when you have it: an id costs a query."""
     if not isinstance(session, Session):
         session = Session.objects.only("user_id", "agent_id", "chat_id").get(pk=session)
-    return chat_group(user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id)
-
-
-async def asession_group(session: Session | int) -> str:
-    if not isinstance(session, Session):
-        session = await Session.objects.only("user_id", "agent_id", "chat_id").aget(pk=session)
     return chat_group(user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id)
 
 
@@ -86,8 +81,6 @@ def _group_send(group: str, message: dict[str, Any]) -> None:
     """Send now. A failing layer is logged, never raised: pushing is best effort."""
     try:
         if _through_database():
-            from canvas.models import RelayedFrame
-
             global _database_writes
             RelayedFrame.objects.create(group=group, message=message)
             _database_writes += 1
@@ -102,19 +95,6 @@ def _group_send(group: str, message: dict[str, Any]) -> None:
 def push_frame(session: Session | int, frame: dict[str, Any]) -> None:
     """Send one frame to the session's sockets now (best effort)."""
     _group_send(session_group(session), {"type": "frame", "frame": frame})
-
-
-async def apush_frame(session: Session | int, frame: dict[str, Any]) -> None:
-    group = await asession_group(session)
-    if _through_database():
-        from asgiref.sync import sync_to_async
-
-        await sync_to_async(_group_send, thread_sensitive=False)(group, {"type": "frame", "frame": frame})
-        return
-    try:
-        await get_channel_layer().group_send(group, {"type": "frame", "frame": frame})
-    except Exception:
-        logger.exception("push to group %s failed", group)
 
 
 def push_frame_on_commit(session: Session | int, frame: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ from canvas.limits import MAX_ELEMENTS
 from canvas.models import CanvasState
 from canvas.push import push_frame_on_commit
 from canvas.tools import CANVAS_TOOL_NAMES, ModeIn, NotificationIn, RemoveIn, ThemeIn, UpdateIn
+from conversations import events
 from conversations.models import Session
 
 __all__ = ["CanvasChange", "CanvasCommandError", "canvas_apply", "canvas_reduce", "confirmation_answer"]
@@ -45,12 +46,7 @@ class CanvasChange:
 
     @property
     def frame(self) -> dict[str, Any]:
-        return {
-            "type": "canvas_command",
-            "command": self.command,
-            "params": self.params,
-            "version": self.version,
-        }
+        return events.canvas_command(self.command, self.params, self.version)
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
+from conversations.content import tool_result_text
 from conversations.llm import INPUT_PRICE, input_cost
 from conversations.models import Agent, ApiToken, Message, ModelCall, ScheduledPrompt, ScheduledRun, Session
+from conversations.tokens import api_tokens_revoke
 
 TRANSCRIPT_MESSAGES = 200  # the newest ones on a session's page; the message list has them all
 PREVIEW_CHARS = 160
@@ -32,13 +34,6 @@ def message_label(message: Message) -> str:
     return "user" if message.role == Message.Role.USER else "assistant"
 
 
-def _tool_result_text(block: dict) -> str:
-    result = block.get("content", "")
-    if isinstance(result, list):
-        result = "\n".join(item.get("text", "") for item in result if isinstance(item, dict))
-    return str(result)
-
-
 def message_preview(message: Message) -> str:
     """One line per message: its text, tool calls as `name(key=value, …)`, tool results as `→ result`."""
     parts = []
@@ -51,7 +46,7 @@ def message_preview(message: Message) -> str:
             arguments = ", ".join(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in tool_input.items())
             parts.append(f"{block.get('name', '?')}({arguments})")
         elif kind == "tool_result":
-            parts.append(("→ error: " if block.get("is_error") else "→ ") + _tool_result_text(block))
+            parts.append(("→ error: " if block.get("is_error") else "→ ") + tool_result_text(block.get("content")))
     return Truncator(" · ".join(parts).replace("\n", " ")).chars(PREVIEW_CHARS)
 
 
@@ -180,7 +175,7 @@ def _render_block(block: dict) -> str:
             '<pre class="buddy-pre">{}</pre></div>',
             block.get("tool_use_id", ""),
             " (error)" if block.get("is_error") else "",
-            _tool_result_text(block),
+            tool_result_text(block.get("content")),
         )
     return format_html('<pre class="buddy-pre">{}</pre>', json.dumps(block, ensure_ascii=False, indent=2))
 
@@ -309,7 +304,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
-        count, _ = queryset.delete()
+        count = api_tokens_revoke(tokens=queryset)
         self.message_user(request, f"Revoked {count} token(s).")
 
 

@@ -8,6 +8,8 @@ import re
 from typing import Any
 
 CHAT_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+CHAT_ID_RULE = "1–64 characters of A-Z a-z 0-9 _ . : -"
+CHAT_ID_INVALID = f"chat_id must be {CHAT_ID_RULE}"
 DEFAULT_AGENT = "buddy"
 DEFAULT_CHAT_ID = "main"
 
@@ -130,6 +132,31 @@ def json_text_cleaned(value: Any) -> Any:
     if isinstance(value, list):
         return [json_text_cleaned(item) for item in value]
     return value
+
+
+# A confirmation answered on the canvas, as the prompt its turn runs: `[confirmation ID: confirmed|declined]`.
+CONFIRMATION_ANSWER_RE = re.compile(r"\[confirmation [^\]]*: (?:confirmed|declined)\]")
+
+
+def confirmation_answer_text(*, element_id: str, confirmed: bool) -> str:
+    return f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]"
+
+
+def tool_result_text(content: Any) -> str:
+    """A tool_result's content as one string: its text blocks joined, other blocks named in brackets."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for item in content:
+            if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
+                parts.append(item["text"])
+            elif isinstance(item, dict):
+                parts.append(f"[{item.get('type', 'block')}]")
+        return "\n".join(parts)
+    if content is None:
+        return ""
+    return dumps_compact(content)
 
 
 def chat_id_or_default(chat_id: str | None) -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -17,6 +16,8 @@ from typing import Any, Protocol
 
 import httpx2
 from django.conf import settings
+
+from conversations.content import tool_result_text
 
 
 class ModelError(Exception):
@@ -29,7 +30,6 @@ class ModelReply:
     stop_reason: str
     usage: dict[str, int] = field(default_factory=dict)
     stopped_early: bool = False  # cancelled mid-stream: `content` holds what had arrived
-    latency_ms: int = 0
     model: str = ""  # the model that answered, as the provider names it (empty: the one asked for)
 
 
@@ -83,11 +83,20 @@ class ModelClient(Protocol):
     def complete(self, *, model: str, system: str, prompt: str, max_tokens: int) -> ModelReply: ...
 
 
+def _final_reply(final: Any, model: str) -> ModelReply:
+    """A reply from the SDK's final message (`model`: the one asked for, when the provider names none)."""
+    return ModelReply(
+        content=[block.model_dump(exclude_none=True, mode="json") for block in final.content],
+        stop_reason=final.stop_reason or "end_turn",
+        usage=usage_dict(final.usage),
+        model=final.model or model,
+    )
+
+
 class AnthropicClient:
     def __init__(self) -> None:
         import anthropic
 
-        self._anthropic = anthropic
         # What counts as the provider failing: the SDK's errors after its retries, and a stream cut
         # mid-way, which surfaces as the transport's own error rather than the SDK's.
         self._failures = (anthropic.AnthropicError, httpx2.HTTPError, OSError, ValueError)
@@ -99,7 +108,6 @@ class AnthropicClient:
         )
 
     def stream(self, *, model, system, messages, tools, max_tokens, on_text, should_stop) -> ModelReply:
-        started = time.monotonic()
         try:
             with self.client.messages.stream(
                 model=model, system=system, messages=messages, tools=tools, max_tokens=max_tokens
@@ -116,35 +124,21 @@ class AnthropicClient:
                             stop_reason="cancelled",
                             usage=usage_dict(snapshot.usage),
                             stopped_early=True,
-                            latency_ms=int((time.monotonic() - started) * 1000),
                             model=snapshot.model or model,
                         )
                 final = stream.get_final_message()
         except self._failures as exc:
             raise ModelError(describe_api_error(exc)) from exc
-        return ModelReply(
-            content=[block.model_dump(exclude_none=True, mode="json") for block in final.content],
-            stop_reason=final.stop_reason or "end_turn",
-            usage=usage_dict(final.usage),
-            latency_ms=int((time.monotonic() - started) * 1000),
-            model=final.model or model,
-        )
+        return _final_reply(final, model)
 
     def complete(self, *, model, system, prompt, max_tokens) -> ModelReply:
-        started = time.monotonic()
         try:
             final = self.client.messages.create(
                 model=model, system=system, max_tokens=max_tokens, messages=[{"role": "user", "content": prompt}]
             )
         except self._failures as exc:
             raise ModelError(describe_api_error(exc)) from exc
-        return ModelReply(
-            content=[block.model_dump(exclude_none=True, mode="json") for block in final.content],
-            stop_reason=final.stop_reason or "end_turn",
-            usage=usage_dict(final.usage),
-            latency_ms=int((time.monotonic() - started) * 1000),
-            model=final.model or model,
-        )
+        return _final_reply(final, model)
 
 
 def describe_api_error(exc: Exception) -> str:
@@ -193,7 +187,7 @@ class OfflineClient:
             failed = [b for b in results if b.get("is_error")]
             text = f"Done: {len(results) - len(failed)} canvas change(s) made."
             if failed:
-                text += " Failed: " + "; ".join(_result_text(b) for b in failed)
+                text += " Failed: " + "; ".join(tool_result_text(b.get("content")) for b in failed)
             return self._say(text, on_text, should_stop)
         prompt = next((b["text"] for b in last["content"] if b.get("type") == "text"), "")
         if prompt.startswith("CANVAS:"):
@@ -237,13 +231,6 @@ class OfflineClient:
             usage={"output_tokens": len(said) // 4 + 1},
             stopped_early=said != text,
         )
-
-
-def _result_text(block: dict[str, Any]) -> str:
-    content = block.get("content", "")
-    if isinstance(content, list):
-        return " ".join(item.get("text", "") for item in content if isinstance(item, dict))
-    return str(content)
 
 
 def _estimate(value: Any) -> int:

@@ -8,11 +8,11 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations.content import CHAT_ID_RE
+from conversations.content import CHAT_ID_RE, CHAT_ID_RULE
 
 TITLE_MAX_CHARS = 100
 
-chat_id_validator = RegexValidator(CHAT_ID_RE, "A chat id is 1–64 characters of A-Z a-z 0-9 _ . : -")
+chat_id_validator = RegexValidator(CHAT_ID_RE, f"A chat id is {CHAT_ID_RULE}")
 
 
 class Agent(models.Model):
@@ -157,7 +157,7 @@ class IdempotencyKey(models.Model):
     session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, related_name="+")
     # The archived prompt, once there is one: a retry after a crash resumes that turn, never re-archives.
     prompt = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, related_name="+")
-    status_code = models.PositiveSmallIntegerField(null=True)
+    # The first answer: the reply (agent.submit.PromptReply's fields), or {"detail": ...} when the model failed.
     response = models.JSONField(null=True)
     created_at = models.DateTimeField(default=timezone.now)
 

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Max, QuerySet
 
-from conversations.content import agent_or_default, chat_id_or_default
-from conversations.models import Agent, ScheduledRun, Session
-
-# A confirmation answer as the page archives it: `[confirmation ID: confirmed|declined]`.
-CONFIRMATION_ANSWER_RE = re.compile(r"\[confirmation [^\]]*: (?:confirmed|declined)\]")
+from conversations.content import CONFIRMATION_ANSWER_RE, agent_or_default, chat_id_or_default
+from conversations.models import Agent, Message, ScheduledRun, Session
 
 
 def session_get(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session | None:
@@ -32,14 +27,22 @@ def session_list(*, user: AbstractBaseUser) -> QuerySet[Session]:
     )
 
 
+def agent_get(*, slug: str | None) -> Agent | None:
+    """The agent `slug` names (the default agent when it is empty), or None."""
+    return Agent.objects.filter(slug=agent_or_default(slug)).first()
+
+
+def session_find(*, user_id: int, agent_id: int, chat_id: str) -> Session | None:
+    """The user's existing session with that agent and chat id, or None: reading never creates one."""
+    return Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
+
+
 def agent_list() -> QuerySet[Agent]:
     return Agent.objects.order_by("slug")
 
 
 def history_page(*, session: Session, limit: int, before: int | None) -> tuple[list, bool]:
     """A keyset page of the archive, oldest first, and whether anything older remains."""
-    from conversations.models import Message
-
     rows = Message.objects.filter(session=session).order_by("-id")
     if before is not None:
         rows = rows.filter(id__lt=before)

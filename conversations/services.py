@@ -1,9 +1,10 @@
-"""Functions that write conversations: sessions, the archive, agents, API tokens."""
+"""Functions that write conversations: sessions, the archive, agents (API tokens: conversations.tokens)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -11,7 +12,6 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from buddy.auth import new_token, token_hash
 from conversations.content import (
     DEFAULT_AGENT,
     agent_or_default,
@@ -22,10 +22,27 @@ from conversations.content import (
     normalize_content,
     readable_text,
 )
-from conversations.models import TITLE_MAX_CHARS, Agent, ApiToken, Message, ModelCall, Session
-from memory.search.text import index_terms, join_terms, search_context
+from conversations.models import TITLE_MAX_CHARS, Agent, Message, ModelCall, Session
+from conversations.selectors import agent_get
 
 AUTO_TITLE_CHARS = 60
+
+
+@dataclass(frozen=True)
+class MessageIndexing:
+    """How a message's words are stored for search. Search is the memory app's (memory/apps.py
+    registers its rules at start-up); the archive stores what they give on each message it writes."""
+
+    terms: Callable[[str], str]  # a message's text → its stored terms
+    context: Callable[..., str]  # (previous=terms, turn_start=terms or None) → the stored search context
+
+
+_indexing = MessageIndexing(terms=lambda text: "", context=lambda **neighbours: "")
+
+
+def message_indexing_register(*, terms: Callable[[str], str], context: Callable[..., str]) -> None:
+    global _indexing
+    _indexing = MessageIndexing(terms=terms, context=context)
 
 
 class InvalidTitle(ValueError):
@@ -38,7 +55,7 @@ class UnknownAgent(LookupError):
 
 def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session:
     """The user's session for (agent, chat_id), created on first use. Raises UnknownAgent."""
-    agent = Agent.objects.filter(slug=agent_or_default(agent_slug)).first()
+    agent = agent_get(slug=agent_slug)
     if agent is None:
         raise UnknownAgent(agent_or_default(agent_slug))
     chat_id = chat_id_or_default(chat_id)
@@ -95,7 +112,7 @@ def message_build(
         is_turn_start=is_turn_start(role, blocks),
         largest_block_tokens=largest_block_tokens(blocks),
         search_text=text,
-        search_terms=join_terms(index_terms(text)),
+        search_terms=_indexing.terms(text),
         created_at=created_at or timezone.now(),
     )
 
@@ -115,7 +132,9 @@ def _context_of(message: Message, previous: Message | None, turn_start: Message 
     if previous is None:
         return ""
     inside_turn = not message.is_turn_start and turn_start is not None and turn_start is not previous
-    return search_context(previous=previous.search_terms, turn_start=turn_start.search_terms if inside_turn else None)
+    return _indexing.context(
+        previous=previous.search_terms, turn_start=turn_start.search_terms if inside_turn else None
+    )
 
 
 def message_append(
@@ -156,7 +175,7 @@ def messages_bulk_append(*, messages: Iterable[Message], batch_size: int = 1000)
 def agent_create_or_update(
     *, slug: str, name: str, avatar: str | None = None, personality: str | None = None, model: str | None = None
 ) -> tuple[Agent, bool]:
-    agent = Agent.objects.filter(slug=slug).first()
+    agent = agent_get(slug=slug)
     created = agent is None
     if agent is None:
         agent = Agent(slug=slug)
@@ -173,18 +192,6 @@ def agent_ensure_default() -> Agent:
     """The default agent, which a data migration creates; re-created here if it was deleted."""
     agent, _ = Agent.objects.get_or_create(slug=DEFAULT_AGENT, defaults={"name": "Buddy", "avatar": "🤖"})
     return agent
-
-
-def api_token_create(*, user: AbstractBaseUser) -> str:
-    """Create a token and return it; only its hash is kept, so this is the one time it is seen."""
-    token = new_token()
-    ApiToken.objects.create(user=user, key_hash=token_hash(token), prefix=token[:12])
-    return token
-
-
-def api_tokens_revoke(*, user: AbstractBaseUser) -> int:
-    deleted, _ = ApiToken.objects.filter(user=user).delete()
-    return deleted
 
 
 def model_call_record(

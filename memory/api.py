@@ -3,11 +3,10 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
+from conversations.api import owned_session
 from conversations.schemas import ErrorOut
-from conversations.selectors import session_get
-from memory.schemas import ChatIn, SearchIn, SearchOut, SearchResultOut, StatsOut
+from memory.schemas import SearchIn, SearchOut, SearchResultOut
 from memory.search import search_history
-from memory.stats import memory_stats
 
 router = Router(tags=["memory"])
 
@@ -23,9 +22,7 @@ ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
     "`\\` of the text itself is preceded by a backslash.",
 )
 def memory_search(request: HttpRequest, params: Query[SearchIn]):
-    session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
-    if session is None:
-        return Status(404, ErrorOut(detail="No such chat."))
+    session = owned_session(request, agent_slug=params.agent, chat_id=params.chat_id)
     hits = search_history(session=session, query=params.q, limit=params.limit)
     results = [
         SearchResultOut(
@@ -34,17 +31,3 @@ def memory_search(request: HttpRequest, params: Query[SearchIn]):
         for hit in hits
     ]
     return Status(200, SearchOut(results=results))
-
-
-@router.get(
-    "/memory/stats",
-    response={200: StatsOut, **ERRORS},
-    summary="What this chat's memory holds",
-    description="The archive, the window the next model call would get, the latest summary, the canvas "
-    "and the token usage of every model call of the chat.",
-)
-def memory_stats_view(request: HttpRequest, params: Query[ChatIn]):
-    session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
-    if session is None:
-        return Status(404, ErrorOut(detail="No such chat."))
-    return Status(200, memory_stats(session=session))

@@ -12,7 +12,7 @@ def _search_triggers_ensure(using: str = "default", **kwargs) -> None:
     connection = connections[using]
     if connection.vendor != "sqlite":
         return
-    from memory.search import sqlite
+    from memory.search import sqlite  # not at the top: apps.py is imported before the models are ready
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_message_fts'")
@@ -27,6 +27,10 @@ class MemoryConfig(AppConfig):
     verbose_name = "Memory"
 
     def ready(self) -> None:
+        # Not at the top: these modules need the models, which are not ready when apps.py is imported.
+        from conversations.services import message_indexing_register
         from memory import checks  # noqa: F401  (registers the system checks)
+        from memory.search.text import index_terms, join_terms, search_context
 
+        message_indexing_register(terms=lambda text: join_terms(index_terms(text)), context=search_context)
         post_migrate.connect(_search_triggers_ensure, sender=self, dispatch_uid="memory_search_triggers")

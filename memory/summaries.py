@@ -17,13 +17,14 @@ import time
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from conversations.content import estimate_tokens
+from conversations.leases import lease_release, lease_take
 from conversations.llm import ModelError, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.services import model_call_record
+from conversations.window import window_next_step
 from memory.models import Summary
 from memory.selectors import summary_latest
 from memory.tools import message_line
@@ -47,8 +48,6 @@ SUMMARY_SYSTEM = (
 
 def summary_target_id(*, session: Session) -> int:
     """The id of the last message the summary should cover now (0: nothing to do)."""
-    from conversations.window import window_next_step
-
     session.refresh_from_db(fields=["window_start_id"])
     covered_by_window_start = _last_id_before(session, session.window_start_id)
     step = window_next_step(session=session)
@@ -86,16 +85,11 @@ def summary_schedule(*, session: Session) -> None:
 
 
 def _lease_take(session_id: int) -> bool:
-    now = timezone.now()
-    return bool(
-        Session.objects.filter(pk=session_id)
-        .filter(Q(summary_lease_expires_at__isnull=True) | Q(summary_lease_expires_at__lt=now))
-        .update(summary_lease_expires_at=now + LEASE)
-    )
+    return lease_take(Session.objects.filter(pk=session_id), field="summary_lease_expires_at", ttl=LEASE)
 
 
 def _lease_release(session_id: int) -> None:
-    Session.objects.filter(pk=session_id).update(summary_lease_expires_at=None)
+    lease_release(Session.objects.filter(pk=session_id), field="summary_lease_expires_at")
 
 
 def summary_update(session_id: int, attempt: int = 1) -> str:

@@ -20,6 +20,7 @@ from conversations.tool_inputs import (
     tool_definition,
     tool_input_parse,
 )
+from memory.search import search_history
 
 LINE_CHARS = 400
 
@@ -103,8 +104,6 @@ def memory_tool_run(*, session: Session, name: str, tool_input: dict[str, Any]) 
 
 
 def _search(session: Session, tool_input: SearchHistoryIn) -> str:
-    from memory.search import search_history
-
     query = tool_input.query
     hits = search_history(session=session, query=query, limit=tool_input.limit)
     if not hits:

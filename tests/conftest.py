@@ -93,3 +93,11 @@ def session(user, agent):
     from conversations.services import session_get_or_create
 
     return session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+
+
+@pytest.fixture
+def helper_agent(db):
+    from conversations.models import Agent
+
+    agent, _ = Agent.objects.get_or_create(slug="helper", defaults={"name": "Helper", "avatar": "🦉"})
+    return agent

@@ -21,7 +21,7 @@ if not os.environ.get("BUDDY_TEST_ENVIRONMENT"):
     os.environ["BUDDY_SUMMARIES"] = "off"
     # Lexical search only, unless a test turns semantic search on (tests/memory/test_semantic.py).
     os.environ["BUDDY_SEMANTIC_SEARCH"] = "off"
-    # The suite sends prompts faster than a person; tests/conversations/test_limits.py sets its own limit.
+    # The suite sends prompts faster than a person; tests/agent/test_limits.py sets its own limit.
     os.environ["BUDDY_PROMPTS_PER_MINUTE"] = "1000"
     os.environ["BUDDY_TASKS_SYNC"] = "1"  # tasks run inline in the tests; test_tasks runs a real worker
     # A per-run prefix, so runs sharing one Redis never see each other's messages.

@@ -11,7 +11,8 @@ import pytest
 from django.test import Client
 
 from conversations.models import IdempotencyKey, Message, Session
-from conversations.services import api_token_create, api_tokens_revoke, message_append
+from conversations.services import message_append
+from conversations.tokens import api_token_create, api_tokens_revoke
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from conversations.services import api_token_create, message_append, session_get_or_create
+from conversations.services import message_append, session_get_or_create
+from conversations.tokens import api_token_create
 
 EXAMPLES_PER_OPERATION = 150
 CHECKS = [

@@ -47,7 +47,7 @@ def test_api_without_credentials_is_401(client):
 
 
 def test_bearer_token_authenticates_and_revocation_ends_it(client, user):
-    from conversations.services import api_token_create, api_tokens_revoke
+    from conversations.tokens import api_token_create, api_tokens_revoke
 
     token = api_token_create(user=user)
     response = client.get("/agents", headers={"Authorization": f"Bearer {token}"})

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
 
-from conversations.content import Block, dumps_compact, estimate_tokens
+from conversations.content import Block, dumps_compact, estimate_tokens, tool_result_text
 
 # The cap on one block can never go below this (see `Limits`): a shortened block must have room for its
 # skeleton (type, tool ids) and the marker.
@@ -45,23 +44,6 @@ def is_blank_text(block: Block) -> bool:
     """A text block the API refuses: empty or whitespace only."""
     text = block.get("text")
     return not isinstance(text, str) or not text.strip()
-
-
-def tool_result_text(content: Any) -> str:
-    """A tool_result's content as one string: its text blocks joined, other blocks named in brackets."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for item in content:
-            if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
-                parts.append(item["text"])
-            elif isinstance(item, dict):
-                parts.append(f"[{item.get('type', 'block')}]")
-        return "\n".join(parts)
-    if content is None:
-        return ""
-    return dumps_compact(content)
 
 
 def orphan_result_note(block: Block) -> Block:

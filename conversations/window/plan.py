@@ -45,7 +45,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from conversations.content import BLOCK_TYPES_BY_ROLE, TOOL_USE_ID_RE, Block, dumps_compact, estimate_tokens
+from conversations.content import (
+    BLOCK_TYPES_BY_ROLE,
+    TOOL_USE_ID_RE,
+    Block,
+    dumps_compact,
+    estimate_tokens,
+    is_turn_start,
+    largest_block_tokens,
+)
 from conversations.window.blocks import (
     EMPTY_REPLY,
     EMPTY_USER_MESSAGE,
@@ -462,8 +470,6 @@ def _squeezed(rows: list[Row], start: int, limits: Limits, effective: int | None
 
 def row_from_content(message_id: int, role: str, content: list[Block]) -> Row:
     """A Row with its facts computed as `message_build` computes them on write (for tests and tools)."""
-    from conversations.content import is_turn_start, largest_block_tokens
-
     return Row(
         message_id,
         role,

@@ -32,10 +32,6 @@ class Window:
     # moves at least that far as long as the archive only grows by messages no smaller than repairs.
     next_start_id: int | None
 
-    @property
-    def newest_id(self) -> int | None:
-        return next((message_id for message_id in reversed(self.message_ids) if message_id is not None), None)
-
 
 @dataclass(frozen=True)
 class WindowStep:

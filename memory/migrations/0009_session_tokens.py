@@ -1,5 +1,5 @@
 """The sessions' search statistics also keep the sum of their messages' token estimates, so that
-`GET /memory/stats` reads a chat's totals instead of counting its archive (memory.stats)."""
+`GET /memory/stats` reads a chat's totals instead of counting its archive (agent.stats)."""
 
 from django.db import migrations
 

@@ -109,7 +109,7 @@ class _SessionStats:
 
 
 def _backend():
-    from memory.search import postgres, sqlite
+    from memory.search import postgres, sqlite  # they import this module's SQL: a cycle inside memory.search
 
     if connection.vendor == "postgresql":
         return postgres
@@ -352,7 +352,7 @@ def _semantic_start(session_id: int, query: str, *, stats: _SessionStats):
     None) for an indexed chat (memory.semantic.ready); (None, the question's vector under way) for a
     chat still being indexed, whose best word candidates are re-ranked (`_reranked`); (None, None) when
     semantic search is off or could not start (logged: the search goes on by words)."""
-    from memory import semantic
+    from memory import semantic  # memory.semantic imports memory.search.cues: a cycle inside memory
 
     if not semantic.enabled():
         return None, None
@@ -370,7 +370,7 @@ def _reranked(session_id: int, scored: list[tuple[float, int]], query_vector) ->
     a half-indexed chat cannot be scanned without ranking what has no vector yet lower, so instead the
     best word candidates get their vectors (stored, or encoded now for those still waiting) and
     SEMANTIC_WEIGHT × their similarity's z-score among themselves is added to their scores."""
-    from memory import semantic
+    from memory import semantic  # memory.semantic imports memory.search.cues: a cycle inside memory
 
     head, tail = scored[:RERANKED_CANDIDATES], scored[RERANKED_CANDIDATES:]
     if len(head) < 2:
@@ -439,7 +439,7 @@ def _date_rows(
         )
         params = [session_id, start, end, DATE_CANDIDATES, session_id]
         if connection.vendor == "postgresql" and vectors_before is not None:
-            from memory.search.postgres import binary_rows
+            from memory.search.postgres import binary_rows  # postgres.py imports this module: a cycle
 
             found = binary_rows(sql, params)
         else:
@@ -457,7 +457,7 @@ def _semantic_side(session_id: int, near, rows: list[tuple]) -> tuple[dict[int, 
     """Each candidate's similarity to the question as a z-score over the chat's window (its vector from
     the window, or fetched with its row when older), and the rows of the nearest messages that are not
     candidates yet, added to `rows`."""
-    from memory import semantic
+    from memory import semantic  # memory.semantic imports memory.search.cues: a cycle inside memory
 
     older = {row[0]: row[5] for row in rows if row[5] is not None}
     similarity = semantic.similarities(near=near, ids=[row[0] for row in rows], vectors=older)
@@ -483,7 +483,7 @@ def _fused(
     a candidate without a vector) + SPEAKER_BOOST when the query names its speaker + DATE_BOOST when
     it was written on a day the query names. BM25F's z-score is over the whole chat: messages that
     are not candidates score 0."""
-    from memory import semantic
+    from memory import semantic  # memory.semantic imports memory.search.cues: a cycle inside memory
 
     lexical = [
         bm25f(

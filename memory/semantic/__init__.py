@@ -38,6 +38,9 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
+from conversations.models import Message
+from conversations.window.selectors import session_messages_since
+from memory.models import MessageVector, VectorIndex, VectorLease
 from memory.search.cues import without_label
 from memory.semantic import encoder, quantized
 
@@ -104,9 +107,6 @@ def vectors_update(session_id: int) -> int:
     before it queues the next job; returns how many were written. One job per session at a time (a
     lease; another returns at once). Safe after a worker was killed: a vector depends only on its
     message and the one before, and each is written once (a conflicting insert is ignored)."""
-    from conversations.models import Message
-    from memory.models import MessageVector
-
     if not enabled() or not _lease_take(session_id):
         return 0
     try:
@@ -147,8 +147,6 @@ def _lease_take(session_id: int) -> bool:
     from django.db import IntegrityError, transaction
     from django.utils import timezone
 
-    from memory.models import VectorLease
-
     now = timezone.now()
     expires = now + timedelta(seconds=LEASE_SECONDS)
     if VectorLease.objects.filter(session_id=session_id, expires_at__lt=now).update(expires_at=expires):
@@ -162,8 +160,6 @@ def _lease_take(session_id: int) -> bool:
 
 
 def _lease_release(session_id: int) -> None:
-    from memory.models import VectorLease
-
     VectorLease.objects.filter(session_id=session_id).delete()
 
 
@@ -171,8 +167,6 @@ def vectors_fill(session_id: int) -> int:
     """Give every message of the session that has no vector one, wherever it lies (an archive from
     before semantic search, a job that never ran); returns how many were written. For
     `manage.py embed_history`: it reads the whole session."""
-    from conversations.models import Message
-
     after, previous_text, written = 0, "", 0
     while rows := list(
         Message.objects.filter(session_id=session_id, id__gt=after)
@@ -205,8 +199,6 @@ def _write_batched(session_id: int, rows: list[tuple[int, str]], previous_text: 
 def _write(session_id: int, rows: list[tuple[int, str]], previous_text: str) -> None:
     """Write the vectors of consecutive messages `rows` ((id, text)) of a session; `previous_text` is
     the text of the message before the first ("" for the session's first: an empty text embeds as 0)."""
-    from memory.models import MessageVector
-
     # What a message says, not who says it: a speaker label ("Caroline: …") is the speaker cue's
     # (memory.search.cues), and in a sentence vector it pulls towards every message of that speaker.
     own = _embed([without_label(text) for text in [previous_text] + [text for _, text in rows]])
@@ -225,8 +217,6 @@ def _write(session_id: int, rows: list[tuple[int, str]], previous_text: str) -> 
 def index_count(*, session_id: int, added: int) -> None:
     """Add `added` to the chat's count of messages with a vector (VectorIndex)."""
     from django.db.models import F
-
-    from memory.models import VectorIndex
 
     if not VectorIndex.objects.filter(session_id=session_id).update(indexed=F("indexed") + added):
         VectorIndex.objects.get_or_create(session_id=session_id, defaults={"indexed": 0})
@@ -353,9 +343,6 @@ def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarra
     for one still waiting for it, from its text encoded now, as a question is (encoder.encode_query:
     several times faster than the stored vectors' encoder; without the share of the message before
     it, which the stored vectors hold)."""
-    from conversations.models import Message
-    from memory.models import MessageVector
-
     stored = dict(
         MessageVector.objects.filter(session_id=session_id, message_id__in=ids).values_list("message_id", "vector")
     )
@@ -375,8 +362,6 @@ def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarra
 def indexing_estimate(*, session_id: int, messages: int, sample: int = 32) -> tuple[int, float]:
     """(messages still waiting for their vectors, seconds one job at a time needs to write them),
     the seconds from encoding a sample of the chat's newest messages on this machine now."""
-    from conversations.window.selectors import session_messages_since
-
     waiting = messages - index_progress(session_id=session_id, messages=messages)[1]
     if waiting <= 0:
         return 0, 0.0
@@ -399,8 +384,6 @@ def ready(*, messages: int, indexed: int) -> bool:
 
 def index_progress(*, session_id: int, messages: int) -> tuple[int, int]:
     """(messages, messages with a vector) of the chat, from counters: the same cost at any size."""
-    from memory.models import VectorIndex
-
     indexed = VectorIndex.objects.filter(session_id=session_id).values_list("indexed", flat=True).first() or 0
     return messages, min(indexed, messages)
 
@@ -485,7 +468,7 @@ def _query(name: str, session_id: int, *arguments: int) -> list[tuple]:
     savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
     with savepoint:
         if connection.vendor == "postgresql":
-            from memory.search.postgres import binary_rows
+            from memory.search.postgres import binary_rows  # memory.search imports this module: a cycle
 
             placeholders = ", ".join(["%s"] * (1 + len(arguments)))
             return binary_rows(f"SELECT * FROM {function}({placeholders})", [session_id, *arguments])

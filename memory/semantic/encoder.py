@@ -351,7 +351,7 @@ class _QuantizedLayers:
 
     @classmethod
     def build(cls, model: _Model) -> _QuantizedLayers | None:
-        from memory.semantic import quantized
+        from memory.semantic import quantized  # only for the 8-bit graph, which needs onnx
 
         try:
             # onnxruntime would fuse each residual Add and LayerNormalization into SkipLayerNormalization,
@@ -375,7 +375,7 @@ def _quantized_graph(model: _Model):
     with 8-bit dense layers, the same computation as _Model._layer otherwise."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from memory.semantic.quantized import quantize_rows
+    from memory.semantic.quantized import quantize_rows  # with onnx, an optional dependency
 
     nodes, initializers = [], []
     heads, hidden_size = model.heads, model.hidden

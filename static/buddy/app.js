@@ -1,5 +1,5 @@
 // The page: wires the socket, the conversation log, the canvas and the controls together.
-// Frames and endpoints as the README's "HTTP API" says (canvas/consumers.py lists every frame).
+// Frames and endpoints as the README's "HTTP API" says (conversations/events.py lists every frame).
 
 import { isCompact, renderCanvas } from "./canvas.js";
 import {
@@ -73,9 +73,7 @@ const ERROR_TITLES = {
   rate_limited: "Too many requests",
   turn_running: "A reply is still being written",
   too_large: "That message is too long",
-  prompt_too_large: "That message is too long",
   invalid: "The server did not understand that",
-  bad_request: "The server did not understand that",
   unknown_agent: "That agent does not exist",
 };
 
@@ -886,17 +884,13 @@ class BuddyApp {
       this.appendRow(noticeMessage(ERROR_TITLES.turn_running, { level: "info", detail: "Wait for it to finish, or press Stop." }));
       return;
     }
-    const isModelFailure = errorCode === "model_failed" || /model|provider/.test(errorCode);
+    const isModelFailure = errorCode === "model_failed";
     if (!isModelFailure) this.restorePendingPrompt();
     this.finishStream();
     this.setRunning(false);
     if (this.pendingConfirmations.size) {
       this.pendingConfirmations.clear();
       this.renderCanvasNow();
-    }
-    if (errorCode === "cancelled" || errorCode === "canceled") {
-      this.appendRow(noticeMessage("Stopped.", { level: "info", detail: detailText }));
-      return;
     }
     const title = ERROR_TITLES[errorCode] ?? (isModelFailure ? ERROR_TITLES.model_failed : "Something went wrong");
     const extra = isModelFailure ? "Your message was saved; send another to try again." : "";

@@ -95,7 +95,7 @@ def test_wheel_and_keyboard_scroll_only_the_panels_never_the_page(busy_chat, log
 
 
 def test_a_scheduled_prompt_appears_in_an_open_page_without_a_reload(logged_in_page, user, settings):
-    from conversations.schedules import schedule_create
+    from agent.schedules import schedule_create
 
     page = logged_in_page
     connected(page)
@@ -164,7 +164,7 @@ def test_a_turn_with_tool_calls_looks_the_same_live_and_after_a_reload(logged_in
 
 
 def test_a_prompt_too_long_for_the_model_gets_the_apis_413_message(logged_in_page, live_server_url, user, settings):
-    from conversations.services import api_token_create
+    from conversations.tokens import api_token_create
 
     page = logged_in_page
     connected(page)

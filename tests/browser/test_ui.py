@@ -1,5 +1,5 @@
 """The browser UI in a real chromium: the page, the login, the reducer and renderer modules, and the
-client's side of the WebSocket protocol (README, "HTTP API"; canvas/consumers.py) against an in-test fake server."""
+client's side of the WebSocket protocol (README, "HTTP API"; web/consumers.py) against an in-test fake server."""
 
 from __future__ import annotations
 
@@ -379,7 +379,7 @@ def test_markdown_subset_is_safe(page, live_server_url):
     assert '<pre><code data-language="js">&lt;b&gt;not bold&lt;/b&gt;</code></pre>' in html
 
 
-# --- the page against a fake server (canvas/consumers.py) -----------------------------------------
+# --- the page against a fake server (web/consumers.py) -----------------------------------------
 
 
 def test_model_text_never_runs_as_html(fake_ws, logged_in_page):

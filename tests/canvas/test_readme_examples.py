@@ -7,8 +7,8 @@ import re
 
 import pytest
 
+from agent.tools import tool_round_run
 from canvas.tools import CANVAS_TOOL_NAMES
-from conversations.tools import tool_round_run
 from devtools.servers import ROOT
 
 pytestmark = pytest.mark.django_db

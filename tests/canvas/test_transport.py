@@ -15,7 +15,7 @@ from websockets.asyncio.client import connect
 from canvas.limits import MAX_FRAME_BYTES
 from canvas.services import canvas_apply
 from devtools.servers import daphne
-from tests.canvas.test_consumer import login_cookie
+from tests.web.test_consumer import login_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -101,8 +101,8 @@ def test_staff_see_what_the_prompt_cache_costs_per_lifetime(client, staff_user, 
 
 
 def test_model_calls_name_the_model_that_answered_with_its_input_tokens(client, staff_user, user, agent, settings):
+    from agent.submit import prompt_submit
     from conversations.models import ModelCall
-    from conversations.submit import prompt_submit
 
     settings.BUDDY_LLM = "offline"
     prompt_submit(user=user, text='CANVAS: [{"name": "canvas_add_card", "input": {"id": "a", "title": "A"}}]')
@@ -117,8 +117,8 @@ def test_model_calls_name_the_model_that_answered_with_its_input_tokens(client, 
 
 
 def test_model_calls_record_the_model_the_provider_says_answered(user, agent, fake_anthropic, settings):
+    from agent.submit import prompt_submit
     from conversations.models import ModelCall
-    from conversations.submit import prompt_submit
 
     fake_anthropic.queue_text("Hi there")
     prompt_submit(user=user, text="hello")

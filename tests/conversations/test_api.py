@@ -28,7 +28,7 @@ def test_history_says_what_started_each_turn(api, session, user, agent):
 
 
 def test_a_new_chat_is_named_by_its_first_prompt_and_can_be_renamed(api, user, agent):
-    from conversations.submit import prompt_submit
+    from agent.submit import prompt_submit
 
     prompt_submit(user=user, text="  Plan a three-day trip to Lisbon in May\nwith museums", chat_id="trip")
     prompt_submit(user=user, text="And restaurants?", chat_id="trip")
@@ -89,7 +89,7 @@ def test_get_prompt_is_a_json_405(api, client):
 
 
 def test_a_chat_that_began_before_its_first_prompt_is_not_named_by_a_later_one(api, session, user):
-    from conversations.submit import prompt_submit
+    from agent.submit import prompt_submit
 
     message_append(session=session, role="user", content="Imported first line")
     message_append(session=session, role="assistant", content="Imported reply")

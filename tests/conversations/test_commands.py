@@ -9,9 +9,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from buddy.auth import token_hash
 from conversations.history_io import history_import, history_validate
 from conversations.models import Agent, ApiToken, Message, Session
+from conversations.tokens import token_hash
 
 pytestmark = pytest.mark.django_db
 

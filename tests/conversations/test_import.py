@@ -11,9 +11,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from agent.turn import turn_run
 from conversations.models import Message, Session
 from conversations.services import message_append
-from conversations.turn import turn_run
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,8 @@ from django.test import Client
 
 from canvas.services import canvas_apply
 from conversations.models import ModelCall
-from conversations.services import api_token_create, message_append, session_get_or_create
+from conversations.services import message_append, session_get_or_create
+from conversations.tokens import api_token_create
 from memory.models import Summary
 
 pytestmark = pytest.mark.django_db
@@ -103,7 +104,7 @@ def test_stats_read_counters_not_the_archive(api, archive):
 
 
 def test_the_token_counter_follows_deleted_messages(api, archive):
-    from memory.stats import archive_totals
+    from agent.stats import archive_totals
 
     doomed = archive.messages.order_by("id")[:3]
     removed = sum(message.tokens for message in doomed)
@@ -117,8 +118,8 @@ def test_the_counters_are_filled_for_an_archive_from_before_them(archive):
     """memory 0009 fills the token sums of what was archived before the counter existed."""
     from django.db import connection
 
+    from agent.stats import archive_totals
     from memory.search import postgres, sqlite
-    from memory.stats import archive_totals
 
     expected = archive_totals(session=archive)
     with connection.cursor() as cursor:

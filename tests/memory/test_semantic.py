@@ -123,7 +123,7 @@ def test_fill_writes_missing_vectors_anywhere_and_only_those(session, semantic_o
 
 
 def test_a_turn_queues_the_vector_job(session, semantic_on):
-    from conversations.turn import turn_run
+    from agent.turn import turn_run
 
     turn_run(session=session, text="Remind me to water the plants.")  # tasks run inline (BUDDY_TASKS_SYNC)
 

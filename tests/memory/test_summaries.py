@@ -11,8 +11,8 @@ from django.db import close_old_connections
 from django.utils import timezone
 from django_q.models import Schedule
 
+from agent.turn import turn_run
 from conversations.models import Message, ModelCall, Session
-from conversations.turn import turn_run
 from memory.models import Summary
 from memory.summaries import summary_update
 

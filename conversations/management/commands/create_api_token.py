@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from conversations.services import api_token_create
+from conversations.management import user_named
+from conversations.tokens import api_token_create
 
 
 class Command(BaseCommand):
@@ -13,9 +13,7 @@ class Command(BaseCommand):
         parser.add_argument("username")
 
     def handle(self, *args, username: str, **options):
-        user = get_user_model().objects.filter(username=username).first()
-        if user is None:
-            raise CommandError(f"No user named {username!r}.")
+        user = user_named(username)
         token = api_token_create(user=user)
         self.stdout.write(token)
         self.stderr.write("Store it now: Buddy keeps only its hash and cannot show it again.")

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from conversations.services import api_tokens_revoke
+from conversations.management import user_named
+from conversations.tokens import api_tokens_revoke
 
 
 class Command(BaseCommand):
@@ -13,8 +13,6 @@ class Command(BaseCommand):
         parser.add_argument("username")
 
     def handle(self, *args, username: str, **options):
-        user = get_user_model().objects.filter(username=username).first()
-        if user is None:
-            raise CommandError(f"No user named {username!r}.")
+        user = user_named(username)
         count = api_tokens_revoke(user=user)
         self.stdout.write(f"Revoked {count} token(s) of {username}.")

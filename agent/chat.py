@@ -1,0 +1,72 @@
+"""What the chat WebSocket (web/consumers.py) asks of the agent. Each function is one trip to the
+database, which the consumer runs on a thread; refusals are domain exceptions the consumer turns into
+`error` frames (conversations.events)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import HASH_SESSION_KEY, get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils.crypto import constant_time_compare
+
+from agent.submit import prompt_submit
+from agent.turn import TurnError, turn_cancel
+from canvas.elements import CanvasCommandError
+from canvas.selectors import canvas_replay_frames_of
+from canvas.services import confirmation_answer
+from conversations.content import confirmation_answer_text
+from conversations.models import Agent
+from conversations.selectors import agent_get, session_find
+
+
+class LoginNoLongerValid(TurnError):
+    code = "logged_out"
+
+    def __init__(self) -> None:
+        super().__init__("This login is no longer valid (logged out, password changed or user deactivated).")
+
+
+def _login_still_valid(user: AbstractBaseUser, django_session: Any) -> bool:
+    """The socket's login as a request would check it now: the user is active and the session's
+    password hash is still the user's. The close a password change or deactivation sends is best
+    effort; this check is not."""
+    current = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
+    if current is None:
+        return False
+    session_hash = django_session.get(HASH_SESSION_KEY) if django_session is not None else None
+    return not session_hash or constant_time_compare(session_hash, current.get_session_auth_hash())
+
+
+def chat_prompt(
+    *, user: AbstractBaseUser, django_session: Any, agent_slug: str, chat_id: str, text: str, kind: str
+) -> None:
+    """Run `text` as a turn of the chat, if the socket's login still holds (else LoginNoLongerValid).
+    The turn's frames reach every socket of the chat; refusals raise TurnError subclasses."""
+    if not _login_still_valid(user, django_session):
+        raise LoginNoLongerValid()
+    prompt_submit(user=user, text=text, agent_slug=agent_slug, chat_id=chat_id, kind=kind)
+
+
+def chat_open(*, agent_slug: str, user_id: int, chat_id: str) -> tuple[Agent | None, list[dict[str, Any]]]:
+    """The agent a socket asks for and its chat's canvas replay, in one trip (None, [] for no agent)."""
+    agent = agent_get(slug=agent_slug)
+    if agent is None:
+        return None, []
+    return agent, canvas_replay_frames_of(user_id=user_id, agent_id=agent.pk, chat_id=chat_id)
+
+
+def chat_cancel(*, user_id: int, agent_id: int, chat_id: str) -> bool:
+    """Ask the chat's running turn, in whatever process, to stop; False when none runs."""
+    session = session_find(user_id=user_id, agent_id=agent_id, chat_id=chat_id)
+    return session is not None and turn_cancel(session=session)
+
+
+def chat_confirmation_answer(*, user_id: int, agent_id: int, chat_id: str, element_id: str, confirmed: bool) -> str:
+    """Answer the confirmation `element_id` on the chat's canvas; returns the prompt that runs the answer
+    as a turn. Raises CanvasCommandError (unknown_element, not_a_confirmation, already_answered)."""
+    session = session_find(user_id=user_id, agent_id=agent_id, chat_id=chat_id)
+    if session is None:
+        raise CanvasCommandError(f"no element `{element_id}` on the canvas", code="unknown_element")
+    confirmation_answer(session=session, element_id=element_id, confirmed=confirmed)
+    return confirmation_answer_text(element_id=element_id, confirmed=confirmed)

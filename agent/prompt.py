@@ -1,0 +1,85 @@
+"""The request of one model call, laid out for the provider's prompt cache (README, "How a turn flows").
+
+Order and breakpoints: tools (breakpoint on the last tool) → system prompt (breakpoint) → the window
+(a breakpoint on the message before the newest one — what the model said last — when the lifetimes
+ask for one, and one on the last archived block) → the per-call context block. Everything before
+the context block changes only when the window moves, the summary changes or a message is appended,
+so each call reads the previous call's prefix from the cache. The canvas snapshot and the clock live
+in the context block, after the last breakpoint: a canvas change re-prices nothing. Each
+breakpoint's lifetime comes from `conversations.cache` (`BUDDY_CACHE_TTL`).
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from agent.tools import tool_definitions
+from canvas.selectors import canvas_snapshot_text
+from conversations.cache import CacheLifetimes, cache_lifetimes
+from conversations.models import Session
+from memory.selectors import summary_latest
+
+if TYPE_CHECKING:
+    from memory.models import Summary
+
+
+def system_prompt(*, session: Session, summary: Summary | None = None) -> list[dict[str, Any]]:
+    agent = session.agent
+    user = session.user
+    name = user.get_full_name() or user.get_username()
+    parts = [
+        agent.personality.strip() or f"You are {agent.name}, a helpful assistant.",
+        f"You are talking with {name}.",
+        "Beside the chat there is a canvas you control with the canvas tools; the newest user message ends "
+        "with a note of the current date and time and of what is on the canvas. Only earlier messages are "
+        "shown to you; use the memory tools (search_history, get_messages_by_date, get_extended_context) to "
+        "look further back, and cite dates when you use what you find.",
+    ]
+    if summary is not None:
+        parts.append(f"Previous conversation summary:\n{summary.text}")
+    return [{"type": "text", "text": "\n\n".join(parts)}]
+
+
+def context_text(*, session: Session, now: datetime | None = None) -> str:
+    now = now or timezone.now()
+    lines = [f"Current date and time (UTC): {now.astimezone(UTC):%Y-%m-%d %H:%M (%A)}"]
+    snapshot = canvas_snapshot_text(session=session)
+    if snapshot:
+        lines.append(snapshot)
+    return "\n".join(lines)
+
+
+def request_build(
+    *, session: Session, window_messages: list[dict[str, Any]], window_moved: bool = False
+) -> dict[str, Any]:
+    """The keyword arguments of `messages.stream` for one call, minus model and max_tokens.
+
+    Precondition: the window ends with a user message (the prompt or the latest tool results).
+    `window_moved`: the window's start moved for this call (the whole prefix after the tools is new).
+    """
+    messages = copy.deepcopy(window_messages)
+    last = messages[-1]
+    if last["role"] != "user":
+        raise ValueError("the window must end with a user message")
+    summary = summary_latest(session=session)
+    lifetimes = cache_lifetimes(
+        session=session, window_moved=window_moved, summary_at=summary.created_at if summary is not None else None
+    )
+    system = system_prompt(session=session, summary=summary)
+    system[-1]["cache_control"] = CacheLifetimes.control(lifetimes.system)
+    if lifetimes.history is not None and len(messages) > 1:
+        messages[-2]["content"][-1]["cache_control"] = CacheLifetimes.control(lifetimes.history)
+    last["content"][-1]["cache_control"] = CacheLifetimes.control(lifetimes.tail)
+    last["content"].append({"type": "text", "text": context_text(session=session)})
+    tools = copy.deepcopy(tool_definitions())
+    tools[-1]["cache_control"] = CacheLifetimes.control(lifetimes.tools)
+    return {"system": system, "messages": messages, "tools": tools}
+
+
+def model_for(session: Session) -> str:
+    return session.agent.model or settings.BUDDY_MODEL

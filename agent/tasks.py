@@ -1,0 +1,88 @@
+"""Background tasks run by django-q2 workers (`manage.py qcluster`, started by `make run`)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+
+from django.utils import timezone
+from django_q.models import Schedule
+from django_q.tasks import async_task
+
+from agent.schedules import schedule_claim_due
+from agent.submit import prompt_session
+from agent.turn import TurnError, TurnRunning, turn_run
+from conversations.models import IdempotencyKey, ScheduledRun
+
+logger = logging.getLogger(__name__)
+
+BUSY_RETRIES = 30  # a scheduled prompt's chat is mid-turn: wait for it, up to this many seconds
+
+IDEMPOTENCY_KEY_TTL = timedelta(days=1)
+
+
+def idempotency_keys_prune() -> int:
+    """Forget Idempotency-Key answers older than a day (a retry that late is a new request)."""
+    deleted, _ = IdempotencyKey.objects.filter(created_at__lt=timezone.now() - IDEMPOTENCY_KEY_TTL).delete()
+    return deleted
+
+
+def schedules_ensure() -> None:
+    """The recurring housekeeping schedules, created once (idempotent)."""
+    Schedule.objects.update_or_create(
+        name="buddy: prune idempotency keys",
+        defaults={"func": "agent.tasks.idempotency_keys_prune", "schedule_type": Schedule.HOURLY},
+    )
+    Schedule.objects.update_or_create(
+        name="buddy: run due scheduled prompts",
+        defaults={
+            "func": "agent.tasks.schedules_run_due",
+            "schedule_type": Schedule.MINUTES,
+            "minutes": 1,
+            "repeats": -1,
+        },
+    )
+
+
+def scheduled_run_execute(*, run_id: int) -> str:
+    """Run one claimed due time as its user. Idempotent: a redelivered task never archives twice."""
+    run = ScheduledRun.objects.select_related("schedule__user", "schedule__agent").get(pk=run_id)
+    if run.status != ScheduledRun.Status.PENDING:
+        return run.status
+    schedule = run.schedule
+    if not schedule.user.is_active:  # deactivated since the claim
+        ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail="user inactive")
+        return "failed"
+    try:
+        session = prompt_session(user=schedule.user, agent_slug=schedule.agent.slug, chat_id=schedule.chat_id)
+
+        def remember(prompt) -> None:
+            ScheduledRun.objects.filter(pk=run.pk).update(prompt=prompt)
+
+        for _ in range(BUSY_RETRIES):
+            try:
+                if run.prompt_id:  # a worker died mid-turn: finish that turn, never a second prompt
+                    turn_run(session=session, prompt=run.prompt)
+                else:
+                    turn_run(session=session, text=schedule.text, on_prompt=remember, kind="scheduled")
+                break
+            except TurnRunning:
+                time.sleep(1)
+                run.refresh_from_db()
+        else:
+            raise TurnRunning()
+    except TurnError as exc:
+        logger.warning("scheduled prompt %s failed: %s", schedule.pk, exc)
+        ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail=str(exc))
+        return "failed"
+    ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.DONE)
+    return "done"
+
+
+def schedules_run_due() -> int:
+    """The periodic task: claim what is due and run each claimed time on the task engine."""
+    runs = schedule_claim_due()
+    for run in runs:
+        async_task("agent.tasks.scheduled_run_execute", run_id=run.pk, group="scheduled-prompts")
+    return len(runs)

@@ -1,0 +1,301 @@
+"""One turn: archive the prompt, call the model, run its tools, archive every step, push frames.
+
+A turn holds its session's lease (a row update with an expiry, never a transaction held across a
+model call), so turns of one session never interleave, across processes, and a crashed process
+cannot block a session for longer than BUDDY_TURN_LEASE_SECONDS. Every step is archived as it
+happens; if the process dies anywhere, the window builder repairs what is missing in the window.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agent.prompt import model_for, request_build
+from agent.tools import tool_round_run
+from canvas.push import push_frame, push_frame_on_commit
+from conversations import events
+from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
+from conversations.leases import lease_release, lease_renew, lease_take
+from conversations.llm import ModelError, ModelReply, model_client
+from conversations.models import Message, ModelCall, Session
+from conversations.services import message_append, model_call_record, session_title_from_prompt
+from conversations.window import window_build
+from memory.semantic import vectors_schedule
+from memory.summaries import summary_schedule
+
+logger = logging.getLogger(__name__)
+
+CANCEL_POLL_SECONDS = 0.5
+
+
+class TurnError(Exception):
+    """A turn refused or failed. `code` names it in a socket's `error` frame (conversations.events);
+    buddy/api.py gives each kind its HTTP status."""
+
+    code = "turn_failed"
+
+
+class TurnRunning(TurnError):
+    code = "turn_running"
+
+    def __init__(self) -> None:
+        super().__init__("A turn is already running in this chat; wait for it or cancel it.")
+
+
+class PromptTooLarge(TurnError):
+    code = "too_large"
+
+
+class PromptInvalid(TurnError):
+    code = "invalid"
+
+
+class ModelFailed(TurnError):
+    code = "model_failed"
+
+
+@dataclass
+class TurnResult:
+    reply: str
+    message_id: int | None  # the final assistant message, None when nothing was said
+    prompt_id: int
+    cancelled: bool = False
+
+
+def prompt_check(text: str) -> None:
+    """Refuse a prompt before anything is archived (a refused prompt is not archived)."""
+    if not isinstance(text, str) or not text.strip():
+        raise PromptInvalid("The prompt is empty.")
+    problem = text_problem(text)
+    if problem:
+        raise PromptInvalid(f"The prompt {problem}.")
+    tokens = estimate_tokens([{"type": "text", "text": text}])
+    if tokens > settings.BUDDY_MAX_PROMPT_TOKENS:
+        raise PromptTooLarge(
+            f"The prompt is about {tokens} tokens; the most one prompt may hold is {settings.BUDDY_MAX_PROMPT_TOKENS}."
+        )
+
+
+# --- The lease ----------------------------------------------------------------------------------
+
+
+def _lease_ttl() -> timedelta:
+    return timedelta(seconds=settings.BUDDY_TURN_LEASE_SECONDS)
+
+
+LEASE_FIELD = "turn_lease_expires_at"
+
+
+def turn_lease_acquire(*, session: Session) -> str:
+    """Take the session's turn lease (conversations.leases), or raise TurnRunning."""
+    lease_id = uuid.uuid4().hex
+    rows = Session.objects.filter(pk=session.pk)
+    if not lease_take(rows, field=LEASE_FIELD, ttl=_lease_ttl(), turn_lease_id=lease_id, turn_cancel_requested=False):
+        raise TurnRunning()
+    return lease_id
+
+
+def turn_lease_renew(*, session: Session, lease_id: str) -> bool:
+    """Extend the lease; returns whether the turn should go on (still ours, not cancelled, and its user
+    not deactivated meanwhile)."""
+    rows = Session.objects.filter(
+        pk=session.pk, turn_lease_id=lease_id, turn_cancel_requested=False, user__is_active=True
+    )
+    return lease_renew(rows, field=LEASE_FIELD, ttl=_lease_ttl())
+
+
+def turn_lease_release(*, session: Session, lease_id: str) -> None:
+    rows = Session.objects.filter(pk=session.pk, turn_lease_id=lease_id)
+    lease_release(rows, field=LEASE_FIELD, turn_lease_id="", turn_cancel_requested=False)
+
+
+def turn_cancel(*, session: Session) -> bool:
+    """Ask the running turn of this session, in whatever process, to stop. False if none runs."""
+    running = Session.objects.filter(pk=session.pk).exclude(turn_lease_id="")
+    return bool(running.filter(turn_lease_expires_at__gte=timezone.now()).update(turn_cancel_requested=True))
+
+
+def turn_is_running(*, session: Session) -> bool:
+    return (
+        Session.objects.filter(pk=session.pk, turn_lease_expires_at__gte=timezone.now())
+        .exclude(turn_lease_id="")
+        .exists()
+    )
+
+
+class _Stopper:
+    """Polls the database (at most every CANCEL_POLL_SECONDS) for a cancel, renewing the lease as it goes."""
+
+    def __init__(self, session: Session, lease_id: str) -> None:
+        self.session, self.lease_id = session, lease_id
+        self.stopped = False
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self, *, now_or_never: bool = False) -> bool:
+        if self.stopped:
+            return True
+        now = time.monotonic()
+        if now_or_never or now - self._checked >= CANCEL_POLL_SECONDS:
+            with self._lock:
+                self._checked = now
+                if not turn_lease_renew(session=self.session, lease_id=self.lease_id):
+                    self.stopped = True
+        return self.stopped
+
+
+# --- The turn --------------------------------------------------------------------------------
+
+
+def turn_run(
+    *,
+    session: Session,
+    text: str | None = None,
+    prompt: Message | None = None,
+    on_prompt: Callable[[Message], None] | None = None,
+    kind: str = "typed",
+) -> TurnResult:
+    """Run one turn for a new prompt `text`, or resume the turn of an already archived `prompt`.
+    `kind` (one of conversations.events.PROMPT_KINDS) says what the prompt is, for the pages showing it.
+
+    Raises PromptInvalid/PromptTooLarge (nothing archived), TurnRunning, ModelFailed (the prompt and
+    every step before the failure stay archived).
+    """
+    if kind not in events.PROMPT_KINDS:
+        raise ValueError(f"kind must be one of {events.PROMPT_KINDS}")
+    if prompt is None:
+        prompt_check(text or "")
+    # The lease, the prompt and whatever `on_prompt` records (an Idempotency-Key) commit together: a
+    # process that dies in between leaves nothing, never a prompt without its key or a key without it.
+    with transaction.atomic():
+        lease_id = turn_lease_acquire(session=session)
+        if prompt is None:
+            prompt = message_append(session=session, role="user", content=text)
+            session_title_from_prompt(session=session, prompt=prompt)
+            push_frame_on_commit(session, events.user_message(text=text, message_id=prompt.id, kind=kind))
+            if on_prompt is not None:
+                on_prompt(prompt)
+    try:
+        result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
+    except ModelFailed as failure:
+        turn_lease_release(session=session, lease_id=lease_id)
+        push_frame(session, events.error(failure.code, str(failure)))
+        raise
+    except BaseException:
+        turn_lease_release(session=session, lease_id=lease_id)
+        raise
+    turn_lease_release(session=session, lease_id=lease_id)
+    # After the release: a client that answers the reply at once must not hit its own lease (TurnRunning).
+    push_frame(session, events.assistant_message(text=result.reply, message_id=result.message_id))
+    _memory_follow(session)
+    return result
+
+
+def _memory_follow(session: Session) -> None:
+    """Queue the summary job if the window nears its next step, and the vector job of semantic search.
+    Never fails a reply."""
+    try:
+        summary_schedule(session=session)
+    except Exception:
+        logger.exception("could not queue the summary of session %s", session.pk)
+    try:
+        vectors_schedule(session_id=session.pk)
+    except Exception:
+        logger.exception("could not queue the vectors of session %s", session.pk)
+
+
+def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResult:
+    client = model_client()
+    stopper = _Stopper(session, lease_id)
+    spoken: list[str] = []
+    last_message: Message | None = None
+    tool_rounds = 0
+
+    def on_text(chunk: str) -> None:
+        push_frame(session, events.assistant_delta(json_text_cleaned(chunk)))
+
+    while True:
+        if stopper(now_or_never=True):  # between model calls, always look
+            break
+        window = window_build(session=session)
+        request = request_build(session=session, window_messages=window.messages, window_moved=window.moved)
+        started = time.monotonic()
+        try:
+            reply = client.stream(
+                model=model_for(session),
+                max_tokens=settings.BUDDY_MAX_OUTPUT_TOKENS,
+                on_text=on_text,
+                should_stop=stopper,
+                **request,
+            )
+        except ModelError as exc:
+            _record_call(session, model_for(session), None, error=str(exc), started=started)
+            raise ModelFailed(str(exc)) from exc
+        _record_call(session, model_for(session), reply, started=started)
+        content = _archivable(reply)
+        if not content:
+            break
+        last_message = message_append(session=session, role="assistant", content=content)
+        said = text_of(content)
+        if said:
+            spoken.append(said)
+        tool_uses = [block for block in content if block.get("type") == "tool_use"]
+        if not tool_uses:
+            break
+        for block in tool_uses:
+            push_frame(session, events.tool_use(tool_use_id=block["id"], name=block["name"], tool_input=block["input"]))
+        results = tool_round_run(session=session, tool_uses=tool_uses)
+        for block in results.content:
+            push_frame(
+                session,
+                events.tool_result(
+                    tool_use_id=block.get("tool_use_id", ""),
+                    is_error=bool(block.get("is_error")),
+                    text=tool_result_text(block.get("content")),
+                ),
+            )
+        tool_rounds += 1
+        if tool_rounds >= settings.BUDDY_MAX_TOOL_ROUNDS and not stopper(now_or_never=True):
+            notice = (
+                f"I stopped here: this turn reached the limit of {settings.BUDDY_MAX_TOOL_ROUNDS} rounds of tool "
+                "calls. Ask me to continue if there is more to do."
+            )
+            last_message = message_append(session=session, role="assistant", content=notice)
+            spoken.append(notice)
+            break
+    reply_text = "\n\n".join(spoken)
+    message_id = last_message.id if last_message is not None and last_message.role == "assistant" else None
+    return TurnResult(reply=reply_text, message_id=message_id, prompt_id=prompt.id, cancelled=stopper.stopped)
+
+
+def _archivable(reply: ModelReply) -> list[dict]:
+    """What of a reply may be archived: no empty text blocks; when cut short, text only (a tool_use
+    that was still streaming is incomplete and was never run); no NUL or lone surrogate, which no
+    database stores (a model can be made to write them, e.g. in a tool's input)."""
+    content = json_text_cleaned(reply.content)
+    blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text", "").strip())]
+    if reply.stopped_early:
+        blocks = [b for b in blocks if b.get("type") == "text"]
+    for block in blocks:  # the SDK adds fields the API does not accept back (e.g. citations=None)
+        if block.get("type") == "text":
+            for key in [k for k in block if k not in {"type", "text"}]:
+                block.pop(key)
+    return blocks
+
+
+def _record_call(
+    session: Session, model: str, reply: ModelReply | None, *, started: float, error: str = ""
+) -> ModelCall:
+    return model_call_record(
+        session=session, kind=ModelCall.Kind.CHAT, model=model, reply=reply, started=started, error=error
+    )

@@ -1,7 +1,0 @@
-from __future__ import annotations
-
-from django.urls import path
-
-from canvas.consumers import CanvasConsumer
-
-websocket_urlpatterns = [path("ws/", CanvasConsumer.as_asgi())]

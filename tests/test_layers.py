@@ -1,0 +1,170 @@
+"""The layers of docs/architecture.md, checked on every first-party module with `ast`:
+
+- an app imports only from its own layer's app or lower ones (never a higher layer, never a peer);
+- a first-party import inside a function carries a comment on its line or the line above saying why
+  (start-up cost, an optional dependency, Django not set up yet) — never a hidden cycle.
+
+Migrations are left out: they are frozen history, run against historical models.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Higher numbers sit higher; an app may import its own layer's modules and any lower layer's.
+LAYERS: dict[str, int] = {
+    "buddy": 4,  # the project: settings, urls, asgi, the NinjaAPI and its exception handlers, auth
+    "web": 3,  # transports: the page, the chat WebSocket consumer, routing
+    "agent": 2,  # the turn, its request, tool dispatch, submit, schedules, tasks, POST /prompt
+    "canvas": 1,  # canvas state (a domain: knows conversations only)
+    "memory": 1,  # summaries, search, the memory tools (a domain: knows conversations only)
+    "conversations": 0,  # the archive: models, window, content, model clients, frames
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.text}"
+
+
+def _imported_modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if node.level:  # relative: within the same package, never across apps
+        return []
+    return [node.module or ""]
+
+
+def _function_local(tree: ast.Module) -> dict[int, int]:
+    """The import nodes that sit inside a function (at any depth), by id, each with the line of the first
+    import of the run of imports it belongs to (one comment above a run of imports covers the run)."""
+    first_line: dict[int, int] = {}
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                statements = getattr(node, field, None)
+                if not isinstance(statements, list):
+                    continue
+                run_start = None
+                for statement in statements:
+                    if isinstance(statement, ast.Import | ast.ImportFrom):
+                        run_start = run_start or statement.lineno
+                        first_line[id(statement)] = run_start
+                    else:
+                        run_start = None
+    return first_line
+
+
+def _has_comment(lines: list[str], lineno: int, run_start: int) -> bool:
+    """A `#` comment on the import's line (after the code), or alone on the line above its run."""
+    above = lines[run_start - 2].strip() if run_start >= 2 else ""
+    return "#" in lines[lineno - 1] or above.startswith("#")
+
+
+def module_problems(path: str, source: str) -> list[Problem]:
+    """What is wrong with the imports of one module; `path` is relative to the repository root."""
+    app = path.split("/", 1)[0]
+    own_layer = LAYERS[app]
+    tree = ast.parse(source, filename=path)
+    lines = source.splitlines()
+    local = _function_local(tree)
+    problems: list[Problem] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        for module in _imported_modules(node):
+            target = module.split(".", 1)[0]
+            if target not in LAYERS:
+                continue
+            if target != app and LAYERS[target] >= own_layer:
+                kind = "a higher layer" if LAYERS[target] > own_layer else "a peer app"
+                problems.append(Problem(path, node.lineno, f"{app} imports {module} ({kind})"))
+            if id(node) in local and not _has_comment(lines, node.lineno, local[id(node)]):
+                problems.append(Problem(path, node.lineno, f"import of {module} inside a function without a comment"))
+    return problems
+
+
+def first_party_modules() -> list[Path]:
+    modules = []
+    for app in LAYERS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" not in path.relative_to(ROOT).parts:
+                modules.append(path)
+    return modules
+
+
+def test_every_app_has_a_layer():
+    """A new app must be given its place here (and in docs/architecture.md)."""
+    apps = {p.parent.name for p in ROOT.glob("*/apps.py")} | {"buddy"}
+    assert apps == set(LAYERS)
+
+
+def test_arrows_point_down_and_no_import_hides_in_a_function():
+    problems = []
+    for path in first_party_modules():
+        problems += module_problems(path.relative_to(ROOT).as_posix(), path.read_text())
+    assert not problems, "\n".join(map(str, problems))
+
+
+# --- the check itself fails on what it must refuse -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "expected"),
+    [
+        (
+            "conversations/x.py",
+            "from agent.turn import turn_run\n",
+            "conversations imports agent.turn (a higher layer)",
+        ),
+        ("canvas/x.py", "import memory.search\n", "canvas imports memory.search (a peer app)"),
+        ("memory/x.py", "from web import consumers\n", "memory imports web (a higher layer)"),
+        ("agent/x.py", "if True:\n    from buddy.api import api\n", "agent imports buddy.api (a higher layer)"),
+        (
+            "agent/x.py",
+            "def f():\n    from canvas.services import canvas_apply\n",
+            "import of canvas.services inside a function without a comment",
+        ),
+        (
+            "agent/x.py",
+            "def f():\n    # a comment, then code: it covers nothing below\n    x = 1\n    import memory.semantic\n",
+            "import of memory.semantic inside a function without a comment",
+        ),
+        (
+            "agent/x.py",
+            "async def f():\n    x = 1\n    import memory.semantic\n",
+            "import of memory.semantic inside a function without a comment",
+        ),
+    ],
+)
+def test_the_check_refuses(path, source, expected):
+    assert [p.text for p in module_problems(path, source)] == [expected]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from conversations.models import Session\nfrom agent.tools import tool_definitions\n",
+        "def f():\n    from memory import semantic  # numpy and the model load on first use\n",
+        "def f():\n    # Django must be set up first\n    from conversations.models import Session\n",
+        "def f():\n    from django.db import connection\n    import json\n",
+        "def f():\n    # the models are not ready yet\n    from canvas import models\n"
+        "    from conversations import models\n",
+        "from .tools import tool_definitions\n",
+    ],
+)
+def test_the_check_accepts(source):
+    assert module_problems("agent/x.py", source) == []
