@@ -46,7 +46,7 @@ os.environ["DATABASE_URL"] = DATABASE_URL
 os.environ.pop("REDIS_URL", None)  # this process only prepares the database
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "buddy.settings")
 
-from devtools.servers import free_port  # noqa: E402
+from devtools.servers import buddy_server_start, buddy_server_stop, free_port  # noqa: E402
 
 
 def setup_database() -> str:
@@ -116,15 +116,8 @@ def start_server(layer: str, port: int, log: Path, priority: int = 0) -> subproc
         env["PYTHONPATH"] = str(BENCH_DIR)
         env["DJANGO_SETTINGS_MODULE"] = module
     with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            # On a machine shared with other jobs, a higher priority approximates a server of its own.
-            preexec_fn=(lambda: os.nice(priority)) if priority else None,
-        )
+        # On a machine shared with other jobs, a higher priority approximates a server of its own.
+        process = buddy_server_start(port, env, output, preexec_fn=(lambda: os.nice(priority)) if priority else None)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -345,11 +338,7 @@ def main() -> None:
             try:
                 result = asyncio.run(run_size(port, server.pid, cookie, size, args.rate, args.broadcasts))
             finally:
-                server.terminate()
-                try:
-                    server.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    server.kill()
+                buddy_server_stop(server, timeout=15)
             result["layer"] = layer
             result["server_nice"] = args.server_nice
             results.append(result)

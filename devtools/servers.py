@@ -62,29 +62,41 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def buddy_server_start(port: int, env: dict[str, str], log: Any, **popen: Any) -> subprocess.Popen:
+    """`python -m buddy.server` (the bounded daphne `make run` serves with) on 127.0.0.1:`port`, its
+    output into the open file `log`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        **popen,
+    )
+
+
+def buddy_server_stop(process: subprocess.Popen, timeout: float = 10) -> None:
+    """Stop a server started by `buddy_server_start`: terminate, then kill if it does not exit in time."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=timeout)
+
+
 @contextmanager
 def daphne(**env: str):
     """A daphne process serving buddy.asgi on a free port; yields its base URL, stops it after."""
     port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="daphne-", suffix=".log", delete=False)  # noqa: SIM115
-    process = subprocess.Popen(
-        [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
-        cwd=ROOT,
-        env=server_env(**env),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    process = buddy_server_start(port, server_env(**env), log)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(url, process, log_path=Path(log.name))
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        buddy_server_stop(process)
         output = Path(log.name).read_text(errors="replace")
         if "Traceback" in output:
             print(f"daphne on {url} logged:\n{output[-5000:]}")  # shown by pytest when the test fails

@@ -21,8 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,9 +28,8 @@ from typing import Any
 
 import pytest
 
-from devtools.servers import database_url, free_port, wait_until_up
+from devtools.servers import buddy_server_start, buddy_server_stop, database_url, free_port, wait_until_up
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -126,24 +123,13 @@ def daphne_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     log_path = Path(settings.VAR_DIR) / f"test_daphne_{os.getpid()}.log"
     with log_path.open("w") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(port), "buddy.asgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        process = buddy_server_start(port, env, log)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_until_up(url, process, timeout=SERVER_START_TIMEOUT, log_path=log_path)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        buddy_server_stop(process)
     log_path.unlink(missing_ok=True)
 
 
