@@ -13,8 +13,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from devtools.servers import server_env
-from tests.browser.conftest import ROOT, log_in
+from devtools.servers import ROOT, server_env
+from tests.browser.conftest import log_in
 from tests.browser.test_e2e import canvas, canvas_prompt, log, send_and_wait
 
 pytestmark = pytest.mark.browser

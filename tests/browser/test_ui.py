@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import ROOT, canvas_frame, clear_frame
+from devtools.servers import ROOT
+from tests.browser.conftest import canvas_frame, clear_frame
 
 pytestmark = pytest.mark.browser
 
