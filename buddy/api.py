@@ -14,6 +14,7 @@ from buddy.views import request_too_large_detail
 from conversations.api import router as conversations_router
 from conversations.limits import RateLimited
 from memory.api import router as memory_router
+from memory.notes_api import router as notes_router
 
 api = NinjaAPI(
     title="Buddy API",
@@ -69,3 +70,4 @@ def http_error(request: HttpRequest, exc: HttpError):
 
 api.add_router("", conversations_router)
 api.add_router("", memory_router)
+api.add_router("", notes_router)

@@ -40,7 +40,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.contrib.auth import HASH_SESSION_KEY, get_user_model
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.utils.crypto import constant_time_compare
 
 from canvas.elements import CanvasCommandError
@@ -53,6 +53,7 @@ from conversations.content import CHAT_ID_RE, agent_or_default, chat_id_or_defau
 from conversations.models import Agent, Session
 from conversations.submit import prompt_submit
 from conversations.turn import ModelFailed, TurnError, turn_cancel
+from memory.notes.tool import note_proposal_answer
 
 logger = logging.getLogger(__name__)
 
@@ -153,7 +154,9 @@ def _confirmation_answer(user_id: int, agent_id: int, chat_id: str, element_id: 
     session = Session.objects.filter(user_id=user_id, agent_id=agent_id, chat_id=chat_id).first()
     if session is None:
         raise CanvasCommandError(f"no element `{element_id}` on the canvas", code="unknown_element")
-    confirmation_answer(session=session, element_id=element_id, confirmed=confirmed)
+    with transaction.atomic():  # the answer and the profile note it decides (docs/memory.md) commit together
+        confirmation_answer(session=session, element_id=element_id, confirmed=confirmed)
+        note_proposal_answer(session=session, element_id=element_id, confirmed=confirmed)
 
 
 def _agent_frame(agent: Agent) -> dict[str, Any]:

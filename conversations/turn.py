@@ -260,7 +260,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
             break
         for block in tool_uses:
             push_frame(session, {"type": "tool_use", "id": block["id"], "name": block["name"], "input": block["input"]})
-        results = tool_round_run(session=session, tool_uses=tool_uses)
+        results = tool_round_run(session=session, tool_uses=tool_uses, source=last_message)
         for block in results.content:
             push_frame(session, _tool_result_frame(block))
         tool_rounds += 1
