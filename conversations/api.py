@@ -13,6 +13,7 @@ from conversations.schemas import AgentOut, ChatOut, ChatRenameIn, ErrorOut, His
 from conversations.services import InvalidTitle, session_rename
 from conversations.submit import prompt_submit
 from conversations.turn import TurnError
+from memory.provenance import history_sources
 
 router = Router(tags=["conversations"])
 
@@ -98,7 +99,10 @@ class ChatQuery(Schema):
 
 class HistoryQuery(ChatQuery):
     limit: int = Field(50, ge=1, le=500)
-    before: int | None = Field(None, ge=1)
+    before: int | None = Field(None, ge=1, le=2**63 - 1)
+    around: int | None = Field(
+        None, ge=1, le=2**63 - 1, description="A message id: the page is centred on it (for links to a source)."
+    )
 
 
 def owned_session(request: HttpRequest, query: ChatQuery):
@@ -111,8 +115,19 @@ def owned_session(request: HttpRequest, query: ChatQuery):
 
 @router.get("/history", response={200: HistoryOut, **READ_ERRORS}, summary="A page of a chat's archive")
 def history(request: HttpRequest, query: Query[HistoryQuery]):
-    """Up to `limit` messages with id below `before` (the newest when absent), oldest first;
-    `next_before` is the oldest id of the page, `null` when there is nothing older."""
+    """Up to `limit` messages with id below `before` (the newest when absent), oldest first; or, with
+    `around`, a page centred on that message (404 when the chat has no such message). `next_before` is
+    the oldest id of the page, `null` when there is nothing older. A reply that drew on the archive
+    (memory tools) lists those messages in `sources`."""
     session = owned_session(request, query)
-    messages, has_more = selectors.history_page(session=session, limit=query.limit, before=query.before)
+    if query.around is not None:
+        found = selectors.history_page_around(session=session, limit=query.limit, around=query.around)
+        if found is None:
+            raise HttpError(404, "No such message in this chat.")
+        messages, has_more = found
+    else:
+        messages, has_more = selectors.history_page(session=session, limit=query.limit, before=query.before)
+    sources = history_sources(session=session, messages=messages)
+    for message in messages:
+        message.sources = sources.get(message.id, [])
     return {"messages": messages, "next_before": messages[0].id if messages and has_more else None}

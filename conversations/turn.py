@@ -28,6 +28,7 @@ from conversations.models import Message, ModelCall, Session
 from conversations.prompt import model_for, request_build
 from conversations.services import message_append, model_call_record, session_title_from_prompt
 from conversations.tools import tool_round_run
+from memory.provenance import turn_sources
 
 logger = logging.getLogger(__name__)
 
@@ -197,7 +198,15 @@ def turn_run(
         raise
     turn_lease_release(session=session, lease_id=lease_id)
     # After the release: a client that answers the reply at once must not hit its own lease (409).
-    push_frame(session, {"type": "assistant_message", "text": result.reply, "message_id": result.message_id})
+    push_frame(
+        session,
+        {
+            "type": "assistant_message",
+            "text": result.reply,
+            "message_id": result.message_id,
+            "sources": turn_sources(session=session, reply_id=result.message_id),
+        },
+    )
     _memory_follow(session)
     return result
 

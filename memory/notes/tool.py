@@ -170,7 +170,9 @@ class NotesMemoryTool(BetaAbstractMemoryTool):
                 last = len(lines) if last == -1 else last
                 if not 1 <= first <= last <= len(lines):
                     raise NoteError(f"view_range must lie within lines 1 to {len(lines)} (-1 for the end)")
-            return f"Here's the content of {note.path} with line numbers:\n" + _numbered(lines[first - 1 : last], first)
+            kept = f" (kept from message [#{note.source_message_id}])" if note.source_message_id else ""
+            header = f"Here's the content of {note.path}{kept} with line numbers:\n"
+            return header + _numbered(lines[first - 1 : last], first)
         notes = self._under(command.path)
         if not notes and command.path not in (ROOT, PROFILE_DIR):
             raise NoteError(f"the path {command.path} does not exist")
