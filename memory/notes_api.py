@@ -6,6 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Query, Router, Status
+from ninja.errors import HttpError
 
 from conversations.models import Session
 from conversations.schemas import ErrorOut
@@ -49,8 +50,17 @@ def note_out(note) -> NoteOut:
     )
 
 
-def _chat(request: HttpRequest, params: NoteChatIn) -> Session | None:
-    return session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
+def _chat(request: HttpRequest, params: NoteChatIn, scope: str | None = None) -> Session | None:
+    """The chat the request names; 404 (HttpError) when it is needed — for anything but a profile
+    note — and it does not exist or is another user's."""
+    session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
+    if session is None and scope != NoteScope.PROFILE:
+        raise HttpError(404, NO_CHAT)
+    return session
+
+
+def _refused(exc: NoteError) -> Status:
+    return Status(404 if isinstance(exc, NoteMissing) else 422, ErrorOut(detail=str(exc)))
 
 
 def _scope_problem(scope: str, path: str) -> str | None:
@@ -75,8 +85,6 @@ def _scope_problem(scope: str, path: str) -> str | None:
 )
 def notes_list(request: HttpRequest, params: Query[NoteChatIn]):
     session = _chat(request, params)
-    if session is None:
-        return Status(404, ErrorOut(detail=NO_CHAT))
     notes = notes_both(user=request.user, session=session)
     return Status(200, NotesOut(**{scope: [note_out(n) for n in notes[scope]] for scope in notes}))
 
@@ -89,16 +97,14 @@ def notes_list(request: HttpRequest, params: Query[NoteChatIn]):
     "At most 100 notes per scope and 8 KiB per note (422 beyond).",
 )
 def notes_put(request: HttpRequest, payload: NotePutIn):
-    session = _chat(request, payload)
-    if payload.scope == NoteScope.CHAT and session is None:
-        return Status(404, ErrorOut(detail=NO_CHAT))
+    session = _chat(request, payload, payload.scope)
     problem = _scope_problem(payload.scope, payload.path)
     if problem:
         return Status(422, ErrorOut(detail=problem))
     try:
         note = note_put(user=request.user, session=session, path=payload.path, content=payload.content)
     except NoteError as exc:
-        return Status(422, ErrorOut(detail=str(exc)))
+        return _refused(exc)
     return Status(200, note_out(note))
 
 
@@ -109,16 +115,14 @@ def notes_put(request: HttpRequest, payload: NotePutIn):
     description="Its versions stay: it can be restored.",
 )
 def notes_delete(request: HttpRequest, params: Query[NoteRefIn]):
-    session = _chat(request, params)
-    if params.scope == NoteScope.CHAT and session is None:
-        return Status(404, ErrorOut(detail=NO_CHAT))
+    session = _chat(request, params, params.scope)
     problem = _scope_problem(params.scope, params.path)
     if problem:
         return Status(422, ErrorOut(detail=problem))
     try:
         note_delete(user=request.user, session=session, path=params.path, by=NoteAuthor.USER)
     except NoteError as exc:
-        return Status(404 if isinstance(exc, NoteMissing) else 422, ErrorOut(detail=str(exc)))
+        return _refused(exc)
     return Status(204, None)
 
 
@@ -130,9 +134,7 @@ def notes_delete(request: HttpRequest, params: Query[NoteRefIn]):
     "call, or `user`), the text before and after.",
 )
 def notes_versions(request: HttpRequest, params: Query[NoteRefIn]):
-    session = _chat(request, params)
-    if params.scope == NoteScope.CHAT and session is None:
-        return Status(404, ErrorOut(detail=NO_CHAT))
+    session = _chat(request, params, params.scope)
     versions = note_versions(user=request.user, session=session, scope=params.scope, path=params.path)
     rows = [
         NoteVersionOut(
@@ -151,9 +153,9 @@ def notes_versions(request: HttpRequest, params: Query[NoteRefIn]):
     "change; a chat note's version needs its chat (`agent`, `chat_id`).",
 )
 def notes_restore(request: HttpRequest, payload: NoteRestoreIn):
-    session = _chat(request, payload)
+    session = _chat(request, payload, NoteScope.PROFILE)  # a chat note's version finds no chat: 404 below
     try:
         note = note_restore(user=request.user, session=session, version_id=payload.version_id)
     except NoteError as exc:
-        return Status(404 if isinstance(exc, NoteMissing) else 422, ErrorOut(detail=str(exc)))
+        return _refused(exc)
     return Status(200, note_out(note))

@@ -136,7 +136,7 @@ export class MemoryView {
   edit(card, scope, note) {
     const form = el("form", "note-edit");
     const label = el("label", "visually-hidden", `Text of ${note.path}`);
-    const input = el("textarea", "note-input");
+    const input = el("textarea", "input-small note-input");
     input.id = `note-edit-${Math.random().toString(36).slice(2)}`;
     label.htmlFor = input.id;
     input.value = note.content;

@@ -11,12 +11,6 @@ from memory.notes.services import note_put
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def api(client, user):
-    client.force_login(user)
-    return client
-
-
 def put(client, **body):
     return client.put("/memory/notes", body, content_type="application/json")
 

@@ -152,3 +152,20 @@ def test_a_profile_write_that_could_never_apply_is_refused_at_once(session):
     text = refused(session, edit)
     assert "does not exist" in text
     assert canvas_state(session=session)["elements"] == []
+
+
+def test_the_context_block_shows_notes_in_full_within_the_budget_then_first_lines(session, settings):
+    from memory.notes.selectors import notes_context_text
+
+    settings.BUDDY_NOTES_TOKENS = 60
+    note_put(user=session.user, session=session, path="/memories/a.md", content="short one\nsecond line")
+    note_put(user=session.user, session=session, path="/memories/b.md", content="long first line\n" + "x" * 400)
+    note_put(user=session.user, session=None, path="/memories/profile/p.md", content="profile\nmore")
+    text = notes_context_text(session=session)
+    assert "--- /memories/a.md\nshort one\nsecond line" in text
+    assert "--- /memories/b.md (first line; view it for the rest)\nlong first line\n" in text
+    assert "x" * 50 not in text
+    assert "--- /memories/profile/p.md (first line; view it for the rest)\nprofile" in text
+    other = session_get_or_create(user=session.user, agent_slug="buddy", chat_id="other")
+    assert "/memories/a.md" not in notes_context_text(session=other)
+    assert "/memories/profile/p.md" in notes_context_text(session=other)

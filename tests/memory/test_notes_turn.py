@@ -13,6 +13,7 @@ from conversations.services import session_get_or_create
 from memory.models import Note, NoteProposal
 from memory.notes.tool import note_proposal_answer
 from tests.fake_anthropic import FakeAnthropic
+from tests.memory.turns import post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -20,23 +21,9 @@ NOTE = {"command": "create", "path": "/memories/trip.md", "file_text": "Trip to 
 PROFILE_NOTE = {"command": "create", "path": "/memories/profile/name.md", "file_text": "Call me Al"}
 
 
-@pytest.fixture
-def model(fake_anthropic, settings):
-    settings.BUDDY_LLM_RETRIES = 0
+@pytest.fixture(autouse=True)
+def _five_minute_cache(settings):
     settings.BUDDY_CACHE_TTL = "5m"
-    return fake_anthropic
-
-
-@pytest.fixture
-def api(client, user):
-    client.force_login(user)
-    return client
-
-
-def post(client, text, chat_id="main"):
-    response = client.post("/prompt", {"text": text, "chat_id": chat_id}, content_type="application/json")
-    assert response.status_code == 200, response.content
-    return response.json()
 
 
 def context_block(request) -> str:

@@ -8,26 +8,9 @@ import pytest
 from conversations.services import message_append, session_get_or_create
 from memory.notes.services import note_put
 from memory.provenance import turn_sources
+from tests.memory.turns import post
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def model(fake_anthropic, settings):
-    settings.BUDDY_LLM_RETRIES = 0
-    return fake_anthropic
-
-
-@pytest.fixture
-def api(client, user):
-    client.force_login(user)
-    return client
-
-
-def post(client, text, chat_id="main"):
-    response = client.post("/prompt", {"text": text, "chat_id": chat_id}, content_type="application/json")
-    assert response.status_code == 200, response.content
-    return response.json()
 
 
 def test_a_reply_that_searched_lists_the_messages_it_found(api, model, session):
