@@ -8,6 +8,7 @@ from typing import Any
 
 from django.contrib.auth import HASH_SESSION_KEY, get_user_model
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
 from django.utils.crypto import constant_time_compare
 
 from agent.submit import prompt_submit
@@ -18,6 +19,7 @@ from canvas.services import confirmation_answer
 from conversations.content import confirmation_answer_text
 from conversations.models import Agent
 from conversations.selectors import agent_get, session_find
+from memory.notes.tool import note_proposal_answer
 
 
 class LoginNoLongerValid(TurnError):
@@ -68,5 +70,7 @@ def chat_confirmation_answer(*, user_id: int, agent_id: int, chat_id: str, eleme
     session = session_find(user_id=user_id, agent_id=agent_id, chat_id=chat_id)
     if session is None:
         raise CanvasCommandError(f"no element `{element_id}` on the canvas", code="unknown_element")
-    confirmation_answer(session=session, element_id=element_id, confirmed=confirmed)
+    with transaction.atomic():  # the answer and the profile note it decides (docs/memory.md) commit together
+        confirmation_answer(session=session, element_id=element_id, confirmed=confirmed)
+        note_proposal_answer(session=session, element_id=element_id, confirmed=confirmed)
     return confirmation_answer_text(element_id=element_id, confirmed=confirmed)

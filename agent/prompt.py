@@ -5,7 +5,8 @@ Order and breakpoints: tools (breakpoint on the last tool) → system prompt (br
 ask for one, and one on the last archived block) → the per-call context block. Everything before
 the context block changes only when the window moves, the summary changes or a message is appended,
 so each call reads the previous call's prefix from the cache. The canvas snapshot and the clock live
-in the context block, after the last breakpoint: a canvas change re-prices nothing. Each
+in the context block, after the last breakpoint, and so do the memory notes: a canvas or note change
+re-prices nothing. Each
 breakpoint's lifetime comes from `conversations.cache` (`BUDDY_CACHE_TTL`).
 """
 
@@ -22,6 +23,7 @@ from agent.tools import tool_definitions
 from canvas.selectors import canvas_snapshot_text
 from conversations.cache import CacheLifetimes, cache_lifetimes
 from conversations.models import Session
+from memory.notes.selectors import notes_context_text
 from memory.selectors import summary_latest
 
 if TYPE_CHECKING:
@@ -38,7 +40,9 @@ def system_prompt(*, session: Session, summary: Summary | None = None) -> list[d
         "Beside the chat there is a canvas you control with the canvas tools; the newest user message ends "
         "with a note of the current date and time and of what is on the canvas. Only earlier messages are "
         "shown to you; use the memory tools (search_history, get_messages_by_date, get_extended_context) to "
-        "look further back, and cite dates when you use what you find.",
+        "look further back, and cite dates when you use what you find. Keep short notes of what matters "
+        "with the memory tool; the user sees and edits them. Notes under /memories/profile/ are shared by "
+        "all the user's chats, so writing one asks the user first.",
     ]
     if summary is not None:
         parts.append(f"Previous conversation summary:\n{summary.text}")
@@ -51,6 +55,9 @@ def context_text(*, session: Session, now: datetime | None = None) -> str:
     snapshot = canvas_snapshot_text(session=session)
     if snapshot:
         lines.append(snapshot)
+    notes = notes_context_text(session=session)
+    if notes:
+        lines.append(notes)
     return "\n".join(lines)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from anthropic.lib.tools import ToolError
 from django.conf import settings
 from django.db import transaction
 
@@ -19,6 +20,8 @@ from canvas.services import CanvasCommandError, canvas_apply
 from canvas.tools import CANVAS_TOOL_NAMES, CANVAS_TOOLS
 from conversations.models import Message, Session
 from conversations.services import message_append
+from memory.notes import tool as notes_tool
+from memory.notes.paths import NoteError
 from memory.tools import MEMORY_TOOL_DEFINITIONS, MemoryToolError, memory_tool_run
 
 MEMORY_TOOLS = {"search_history", "get_messages_by_date", "get_extended_context"}
@@ -31,8 +34,7 @@ class ToolOutcome:
 
 
 def tool_definitions() -> list[dict[str, Any]]:
-
-    return [*CANVAS_TOOLS, *MEMORY_TOOL_DEFINITIONS, SCHEDULE_TOOL]
+    return [*CANVAS_TOOLS, *MEMORY_TOOL_DEFINITIONS, dict(notes_tool.MEMORY_TOOL), SCHEDULE_TOOL]
 
 
 def _run_read_only(session: Session, name: str, tool_input: dict[str, Any]) -> ToolOutcome:
@@ -42,7 +44,26 @@ def _run_read_only(session: Session, name: str, tool_input: dict[str, Any]) -> T
         return ToolOutcome(str(exc), is_error=True)
 
 
-def _run_writing(session: Session, name: str, tool_input: dict[str, Any]) -> ToolOutcome:
+def _run_notes(session: Session, tool_input: dict[str, Any], source: Message | None) -> ToolOutcome:
+    """The memory tool over the notes; a profile write asks the user with a canvas confirmation."""
+
+    def ask_user(params: dict[str, Any]) -> None:
+        try:
+            canvas_apply(session=session, command="canvas_show_confirmation", params=params)
+        except CanvasCommandError as exc:
+            raise NoteError(f"could not ask the user on the canvas ({exc})") from exc
+
+    try:
+        with transaction.atomic():  # a savepoint: a refused command leaves nothing behind
+            text = notes_tool.memory_tool_run(session=session, source=source, tool_input=tool_input, ask_user=ask_user)
+    except ToolError as exc:
+        return ToolOutcome(str(exc), is_error=True)
+    return ToolOutcome(text)
+
+
+def _run_writing(session: Session, name: str, tool_input: dict[str, Any], source: Message | None) -> ToolOutcome:
+    if name == notes_tool.MEMORY_TOOL_NAME:
+        return _run_notes(session, tool_input, source)
 
     if name in CANVAS_TOOL_NAMES:
         try:
@@ -60,8 +81,8 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any]) -> Too
     return ToolOutcome(f"Unknown tool {name!r}. The tools are: {known}.", is_error=True)
 
 
-def tool_round_run(*, session: Session, tool_uses: list[dict[str, Any]]) -> Message:
-    """Run the tool_uses of one assistant message, at most BUDDY_MAX_TOOL_CALLS of them (the writes
+def tool_round_run(*, session: Session, tool_uses: list[dict[str, Any]], source: Message | None = None) -> Message:
+    """Run the tool_uses of the assistant message `source`, at most BUDDY_MAX_TOOL_CALLS of them (the writes
     share one transaction, and on SQLite one write lock: a response of a thousand calls must not hold
     it for seconds); archive and return the tool_result message, which answers every tool_use."""
     outcomes: dict[str, ToolOutcome] = {}
@@ -80,7 +101,7 @@ def tool_round_run(*, session: Session, tool_uses: list[dict[str, Any]]) -> Mess
     with transaction.atomic():
         for block in tool_uses:
             if block["id"] not in outcomes:
-                outcomes[block["id"]] = _run_writing(session, block["name"], block["input"])
+                outcomes[block["id"]] = _run_writing(session, block["name"], block["input"], source)
         results = [tool_result_block(block["id"], outcomes[block["id"]]) for block in tool_uses]
         return message_append(session=session, role="user", content=results)
 

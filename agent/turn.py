@@ -28,6 +28,7 @@ from conversations.content import estimate_tokens, json_text_cleaned, text_of, t
 from conversations.leases import lease_release, lease_renew, lease_take
 from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
+from conversations.provenance import turn_sources
 from conversations.services import message_append, model_call_record, session_title_from_prompt
 from conversations.window import window_build
 from memory.semantic import vectors_schedule
@@ -196,7 +197,14 @@ def turn_run(
         raise
     turn_lease_release(session=session, lease_id=lease_id)
     # After the release: a client that answers the reply at once must not hit its own lease (TurnRunning).
-    push_frame(session, events.assistant_message(text=result.reply, message_id=result.message_id))
+    push_frame(
+        session,
+        events.assistant_message(
+            text=result.reply,
+            message_id=result.message_id,
+            sources=turn_sources(session=session, reply_id=result.message_id),
+        ),
+    )
     _memory_follow(session)
     return result
 
@@ -254,7 +262,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
             break
         for block in tool_uses:
             push_frame(session, events.tool_use(tool_use_id=block["id"], name=block["name"], tool_input=block["input"]))
-        results = tool_round_run(session=session, tool_uses=tool_uses)
+        results = tool_round_run(session=session, tool_uses=tool_uses, source=last_message)
         for block in results.content:
             push_frame(
                 session,

@@ -17,6 +17,7 @@ from buddy.auth import CREDENTIALS_PROBLEM, api_auth
 from buddy.views import request_too_large_detail
 from conversations.api import router as conversations_router
 from memory.api import router as memory_router
+from memory.notes_api import router as notes_router
 
 api = NinjaAPI(
     title="Buddy API",
@@ -89,3 +90,4 @@ def http_error(request: HttpRequest, exc: HttpError):
 api.add_router("", agent_router)
 api.add_router("", conversations_router)
 api.add_router("", memory_router)
+api.add_router("", notes_router)

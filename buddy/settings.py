@@ -260,6 +260,8 @@ BUDDY_MAX_PROMPT_TOKENS = env_int("BUDDY_MAX_PROMPT_TOKENS", BUDDY_CONTEXT_TOKEN
 BUDDY_MAX_TOOL_ROUNDS = env_int("BUDDY_MAX_TOOL_ROUNDS", 8)
 BUDDY_SUMMARIES = os.environ.get("BUDDY_SUMMARIES", "on").strip().lower() not in {"off", "0", "false", "no"}
 BUDDY_SUMMARY_TOKENS = env_int("BUDDY_SUMMARY_TOKENS", 2000)
+# Most tokens of memory notes shown in full in the context block (docs/memory.md).
+BUDDY_NOTES_TOKENS = env_int("BUDDY_NOTES_TOKENS", 2000)
 # Limits (README, Limits; docs/security.md). 0 turns a rate limit off.
 BUDDY_PROMPTS_PER_MINUTE = env_int("BUDDY_PROMPTS_PER_MINUTE", 20)  # per user, HTTP and WebSocket together
 BUDDY_LOGIN_FAILURES = env_int("BUDDY_LOGIN_FAILURES", 10)  # failed logins per user name in the window

@@ -7,6 +7,7 @@ from pydantic import Field
 
 from conversations import selectors
 from conversations.models import Session
+from conversations.provenance import history_sources
 from conversations.schemas import AgentOut, ChatOut, ChatRenameIn, ErrorOut, HistoryOut, PlainText
 from conversations.services import InvalidTitle, session_rename
 
@@ -59,7 +60,10 @@ class ChatQuery(Schema):
 
 class HistoryQuery(ChatQuery):
     limit: int = Field(50, ge=1, le=500)
-    before: int | None = Field(None, ge=1)
+    before: int | None = Field(None, ge=1, le=2**63 - 1)
+    around: int | None = Field(
+        None, ge=1, le=2**63 - 1, description="A message id: the page is centred on it (for links to a source)."
+    )
 
 
 def owned_session(request: HttpRequest, *, agent_slug: str | None, chat_id: str | None) -> Session:
@@ -72,8 +76,19 @@ def owned_session(request: HttpRequest, *, agent_slug: str | None, chat_id: str 
 
 @router.get("/history", response={200: HistoryOut, **READ_ERRORS}, summary="A page of a chat's archive")
 def history(request: HttpRequest, query: Query[HistoryQuery]):
-    """Up to `limit` messages with id below `before` (the newest when absent), oldest first;
-    `next_before` is the oldest id of the page, `null` when there is nothing older."""
+    """Up to `limit` messages with id below `before` (the newest when absent), oldest first; or, with
+    `around`, a page centred on that message (404 when the chat has no such message). `next_before` is
+    the oldest id of the page, `null` when there is nothing older. A reply that drew on the archive
+    (memory tools) lists those messages in `sources`."""
     session = owned_session(request, agent_slug=query.agent, chat_id=query.chat_id)
-    messages, has_more = selectors.history_page(session=session, limit=query.limit, before=query.before)
+    if query.around is not None:
+        found = selectors.history_page_around(session=session, limit=query.limit, around=query.around)
+        if found is None:
+            raise HttpError(404, "No such message in this chat.")
+        messages, has_more = found
+    else:
+        messages, has_more = selectors.history_page(session=session, limit=query.limit, before=query.before)
+    sources = history_sources(session=session, messages=messages)
+    for message in messages:
+        message.sources = sources.get(message.id, [])
     return {"messages": messages, "next_before": messages[0].id if messages and has_more else None}

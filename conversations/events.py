@@ -92,8 +92,11 @@ def assistant_delta(text: str) -> dict[str, Any]:
     return {"type": "assistant_delta", "text": text}
 
 
-def assistant_message(*, text: str, message_id: int | None) -> dict[str, Any]:
-    return {"type": "assistant_message", "text": text, "message_id": message_id}
+def assistant_message(
+    *, text: str, message_id: int | None, sources: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The turn's reply; `sources` are the archived messages its memory tools drew on (README: Memory notes)."""
+    return {"type": "assistant_message", "text": text, "message_id": message_id, "sources": sources or []}
 
 
 def agent_switch(*, slug: str, name: str, avatar: str) -> dict[str, Any]:

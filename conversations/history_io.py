@@ -1,7 +1,8 @@
 """JSON Lines import and export of a session's archive (README, "Commands").
 
 Both stream: the file is read twice (validate, then import) and never held whole, so memory stays
-flat however long the history is.
+flat however long the history is. Lines of other records that travel with a chat (memory notes) are
+read by an `ExtraLines` the caller passes in.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -55,7 +56,29 @@ class ImportLine:
     created_at: datetime | None
 
 
-def parse_line(line_number: int, line: str) -> ImportLine:
+@dataclass(frozen=True)
+class ExtraLine:
+    """A line that is not a message but a record another app carries with the chat (`{"note": {...}}`)."""
+
+    line_number: int
+    kind: str
+    data: Any
+
+
+class ExtraLines(Protocol):
+    """Reads the extra records of one kind (e.g. memory notes): `check` each as it is validated (raise
+    ValueError saying why it is wrong), `apply` them after the messages, in the import's transaction
+    (raise ImportRefused to undo the whole import). `message_ids` are the imported messages' ids in
+    file order."""
+
+    kinds: frozenset[str]
+
+    def check(self, *, kind: str, data: Any, messages_before: int) -> None: ...
+
+    def apply(self, *, session: Session, lines: list[ExtraLine], message_ids: list[int]) -> None: ...
+
+
+def parse_line(line_number: int, line: str, extra_kinds: frozenset[str] = frozenset()) -> ImportLine | ExtraLine:
     try:
         record = json.loads(line, parse_float=_finite_float, parse_constant=_no_constant)
     except json.JSONDecodeError as exc:
@@ -68,6 +91,9 @@ def parse_line(line_number: int, line: str) -> ImportLine:
         raise ImportLineError(line_number, f"not valid JSON ({exc})") from None
     if not isinstance(record, dict):
         raise ImportLineError(line_number, "expected a JSON object")
+    if len(record) == 1 and next(iter(record)) in extra_kinds:
+        kind = next(iter(record))
+        return ExtraLine(line_number=line_number, kind=kind, data=record[kind])
     unknown = set(record) - {"role", "content", "created_at"}
     if unknown:
         raise ImportLineError(line_number, f"unknown field(s): {', '.join(sorted(unknown))}")
@@ -115,10 +141,12 @@ def _lines(stream: IO[str] | IO[bytes]) -> Iterator[tuple[int, str]]:
         yield line_number, line
 
 
-def iter_lines(stream: IO[str] | IO[bytes]) -> Iterator[tuple[int, ImportLine]]:
+def iter_lines(
+    stream: IO[str] | IO[bytes], extra_kinds: frozenset[str] = frozenset()
+) -> Iterator[tuple[int, ImportLine | ExtraLine]]:
     for line_number, line in _lines(stream):
         if line.strip():
-            yield line_number, parse_line(line_number, line)
+            yield line_number, parse_line(line_number, line, extra_kinds)
 
 
 @dataclass(frozen=True)
@@ -128,15 +156,26 @@ class Validated:
     first: ImportLine | None
 
 
-def history_validate(stream: IO[str] | IO[bytes], progress: Callable[[int], None] | None = None) -> Validated:
-    """Validate every line; raises ImportLineError on the first bad one."""
+def history_validate(
+    stream: IO[str] | IO[bytes], progress: Callable[[int], None] | None = None, extra: ExtraLines | None = None
+) -> Validated:
+    """Validate every line; raises ImportLineError on the first bad one. `count` counts the messages."""
     count = 0
     digest = hashlib.sha256()
     first: ImportLine | None = None
-    for count, (line_number, line) in enumerate(iter_lines(stream), start=1):  # noqa: B007
-        first = first or line
-        created_at = line.created_at.isoformat() if line.created_at else None
-        digest.update(dumps_compact([line.role, line.content, created_at]).encode("utf-8"))
+    for line_number, line in iter_lines(stream, extra.kinds if extra else frozenset()):
+        if isinstance(line, ExtraLine):
+            assert extra is not None
+            try:
+                extra.check(kind=line.kind, data=line.data, messages_before=count)
+            except ValueError as exc:
+                raise ImportLineError(line_number, f"{line.kind}: {exc}") from None
+            digest.update(dumps_compact({line.kind: line.data}).encode("utf-8"))
+        else:
+            count += 1
+            first = first or line
+            created_at = line.created_at.isoformat() if line.created_at else None
+            digest.update(dumps_compact([line.role, line.content, created_at]).encode("utf-8"))
         digest.update(b"\n")
         if progress and line_number % IMPORT_BATCH == 0:
             progress(line_number)
@@ -152,6 +191,7 @@ def history_import_once(
     stream: IO[str] | IO[bytes],
     validated: Validated,
     progress: Callable[[int], None] | None = None,
+    extra: ExtraLines | None = None,
 ) -> tuple[Session, int]:
     """Import a validated file into the user's chat, creating the chat in the same transaction (a failed
     import leaves no empty chat). Refuses (ImportRefused) a file with no messages, and a history the
@@ -176,7 +216,7 @@ def history_import_once(
             "the chat already holds the file's first message (same role, time and content): it was exported "
             "from this chat or imported into it before; importing it again would double it"
         )
-    imported = history_import(session=session, stream=stream, progress=progress)
+    imported = history_import(session=session, stream=stream, progress=progress, extra=extra)
     if imported != validated.count:
         raise ImportRefused(
             f"the file changed while it was imported ({validated.count} lines validated, {imported} read)"
@@ -186,18 +226,31 @@ def history_import_once(
 
 
 def history_import(
-    *, session: Session, stream: IO[str] | IO[bytes], progress: Callable[[int], None] | None = None
+    *,
+    session: Session,
+    stream: IO[str] | IO[bytes],
+    progress: Callable[[int], None] | None = None,
+    extra: ExtraLines | None = None,
 ) -> int:
-    """Append every line of an already validated file to the session, in one transaction."""
+    """Append every message of an already validated file to the session, then hand its extra lines to
+    `extra`, in one transaction."""
+    extra_lines: list[ExtraLine] = []
 
     def messages() -> Iterable[Message]:
-        for line_number, line in iter_lines(stream):
+        for line_number, line in iter_lines(stream, extra.kinds if extra else frozenset()):
             if progress and line_number % IMPORT_BATCH == 0:
                 progress(line_number)
+            if isinstance(line, ExtraLine):
+                extra_lines.append(line)
+                continue
             yield message_build(session=session, role=line.role, content=line.content, created_at=line.created_at)
 
     with transaction.atomic():
-        return messages_bulk_append(messages=messages(), batch_size=IMPORT_BATCH)
+        imported = messages_bulk_append(messages=messages(), batch_size=IMPORT_BATCH)
+        if extra is not None and extra_lines:
+            newest = Message.objects.filter(session=session).order_by("-id").values_list("id", flat=True)
+            extra.apply(session=session, lines=extra_lines, message_ids=list(reversed(newest[:imported])))
+        return imported
 
 
 def history_export(*, session: Session, chunk_size: int = 2000) -> Iterator[str]:

@@ -61,6 +61,14 @@ class ErrorOut(Schema):
     )
 
 
+class SourceOut(Schema):
+    id: int
+    agent: str
+    chat_id: str
+    role: str
+    created_at: datetime
+
+
 class HistoryMessageOut(Schema):
     id: int
     role: str
@@ -68,6 +76,10 @@ class HistoryMessageOut(Schema):
     created_at: datetime
     kind: str | None = Field(
         None, description="What started the turn, on a turn's first message: `typed`, `confirmation` or `scheduled`."
+    )
+    sources: list[SourceOut] = Field(
+        default_factory=list,
+        description="On a reply: the archived messages the turn's memory tools drew on, for links to them.",
     )
 
 

@@ -53,6 +53,21 @@ def history_page(*, session: Session, limit: int, before: int | None) -> tuple[l
     return page, has_more
 
 
+def history_page_around(*, session: Session, limit: int, around: int) -> tuple[list, bool] | None:
+    """A page of `limit` messages centred on message `around` (half before it, it and the rest after),
+    oldest first, and whether anything older remains; None when the chat has no such message."""
+    rows = Message.objects.filter(session=session).only("id", "role", "content", "created_at", "is_turn_start")
+    if not rows.filter(id=around).exists():
+        return None
+    older = list(rows.filter(id__lt=around).order_by("-id")[: limit // 2 + 1])
+    has_more = len(older) > limit // 2
+    older = older[: limit // 2]
+    newer = list(rows.filter(id__gte=around).order_by("id")[: limit - len(older)])
+    page = list(reversed(older)) + newer
+    prompt_kinds_set(page)
+    return page, has_more
+
+
 def prompt_kinds_set(messages: list) -> None:
     """Set `kind` on each message: what started the turn (`typed`, `confirmation`, `scheduled`) for a
     turn start, None for any other message. One query, for the scheduled ones."""

@@ -16,7 +16,8 @@ What it checks, as the real API does (400 invalid_request_error unless noted)
     ``anthropic-version`` header, ``model`` and ``max_tokens``, roles, first message from the user,
     non-empty content and text blocks, ``tool_use`` answered by ``tool_result`` blocks in the very
     next message, every ``tool_result`` answering a ``tool_use`` of the message before, tool_result
-    blocks first in their message, unique tool names and tool_use ids, at most four
+    blocks first in their message, unique tool names and tool_use ids, versioned tools (``memory_20250818``,
+    ``web_search_…``) as the installed SDK's types for that endpoint define them, at most four
     ``cache_control`` breakpoints. Consecutive messages of one role are merged, as the real API does,
     before these checks.
 
@@ -67,6 +68,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import hashlib
 import json
 import math
@@ -216,8 +218,9 @@ def merge_consecutive(messages: list[Json]) -> list[MergedMessage]:
     return merged
 
 
-def validate_request(body: Any) -> list[MergedMessage]:
-    """Raise ``ApiError`` (400) for what the real API rejects; return the merged messages."""
+def validate_request(body: Any, *, beta: bool = False) -> list[MergedMessage]:
+    """Raise ``ApiError`` (400) for what the real API rejects; return the merged messages. ``beta``: the
+    request came to the beta endpoint (``/v1/messages?beta=true``, the SDK's ``client.beta.messages``)."""
     if not isinstance(body, dict):
         raise invalid("Input should be a valid dictionary")
     for name in ("model", "max_tokens", "messages"):
@@ -229,7 +232,7 @@ def validate_request(body: Any) -> list[MergedMessage]:
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
         raise invalid("max_tokens: Input should be greater than or equal to 1")
 
-    validate_tools(body.get("tools"))
+    validate_tools(body.get("tools"), beta=beta)
     validate_system(body.get("system"))
     messages = validate_message_shapes(body["messages"])
     merged = merge_consecutive(messages)
@@ -273,7 +276,52 @@ def validate_text_block(path: str, block: Block) -> None:
         raise invalid(f"{path}.text: text content blocks must be non-empty")
 
 
-def validate_tools(tools: Any) -> None:
+@functools.cache
+def typed_tool_shapes(beta: bool) -> dict[str, tuple[str | None, frozenset[str]]]:
+    """Each versioned tool type the API takes → (its required name, its allowed fields), read from the
+    installed SDK's own types: ``ToolUnionParam`` for ``/v1/messages``, ``BetaToolUnionParam`` for
+    ``/v1/messages?beta=true``. (``memory_20250818`` is in both: no beta header is needed for it.)"""
+    from typing import Literal, NotRequired, Required, get_args, get_origin, get_type_hints
+
+    from anthropic.types import ToolUnionParam
+    from anthropic.types.beta import BetaToolUnionParam
+
+    def unwrap(annotation: Any) -> Any:
+        while get_origin(annotation) in (Required, NotRequired):
+            annotation = get_args(annotation)[0]
+        return annotation
+
+    shapes: dict[str, tuple[str | None, frozenset[str]]] = {}
+    for param in get_args(BetaToolUnionParam if beta else ToolUnionParam):
+        hints = get_type_hints(param, include_extras=True)
+        type_literal, name_literal = unwrap(hints.get("type")), unwrap(hints.get("name"))
+        if get_origin(type_literal) is not Literal or "custom" in get_args(type_literal):
+            continue
+        name = get_args(name_literal)[0] if get_origin(name_literal) is Literal else None
+        for tag in get_args(type_literal):
+            shapes[tag] = (name, frozenset(hints))
+    return shapes
+
+
+def validate_typed_tool(path: str, tool: Json, *, beta: bool) -> None:
+    """A server or client tool with a versioned ``type`` (``memory_20250818``, ``web_search_…``): a known
+    tag of this endpoint, its fixed name, only its own fields — as the real API answers (400)."""
+    shapes = typed_tool_shapes(beta)
+    tag = tool["type"]
+    if tag not in shapes:
+        expected = ", ".join(f"'{known}'" for known in ["custom", *sorted(shapes)])
+        raise invalid(
+            f"{path}: Input tag '{tag}' found using 'type' does not match any of the expected tags: {expected}"
+        )
+    name, fields = shapes[tag]
+    if name is not None and tool.get("name") != name:
+        raise invalid(f"{path}.{tag}.name: Input should be '{name}'")
+    extra = sorted(set(tool) - fields)
+    if extra:
+        raise invalid(f"{path}.{tag}.{extra[0]}: Extra inputs are not permitted")
+
+
+def validate_tools(tools: Any, *, beta: bool = False) -> None:
     if tools is None:
         return
     if not isinstance(tools, list):
@@ -284,10 +332,12 @@ def validate_tools(tools: Any) -> None:
         if not isinstance(tool, dict):
             raise invalid(f"{path}: Input should be a valid dictionary")
         name = tool.get("name")
-        if not isinstance(name, str) or not TOOL_NAME_RE.match(name):
+        tool_type = tool.get("type") or "custom"
+        if tool_type != "custom":
+            validate_typed_tool(path, tool, beta=beta)
+        elif not isinstance(name, str) or not TOOL_NAME_RE.match(name):
             raise invalid(f"{path}.custom.name: String should match pattern '^[a-zA-Z0-9_-]{{1,128}}$'")
-        # Server tools (web_search_…) carry a versioned type and no input_schema.
-        if tool.get("type", "custom") == "custom":
+        if tool_type == "custom":
             schema = tool.get("input_schema")
             if not isinstance(schema, dict):
                 raise invalid(f"{path}.custom.input_schema: Field required")
@@ -957,7 +1007,7 @@ class _Handler(BaseHTTPRequestHandler):
             if path == "/v1/messages/count_tokens":
                 self._count_tokens(body, request_id)
                 return
-            merged = validate_request(body)
+            merged = validate_request(body, beta="beta=true" in self.path.partition("?")[2])
             message = self.fake._answer(body, merged)
         except ApiError as error:
             self._send_error(error, request_id)

@@ -1,7 +1,8 @@
-"""Rolling summaries of what slid out of the window."""
+"""What the memory app keeps: summaries, search vectors and memory notes (docs/memory.md)."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -70,3 +71,104 @@ class VectorIndex(models.Model):
 
     def __str__(self) -> str:
         return f"{self.indexed} vectors of session #{self.session_id}"
+
+
+class NoteScope(models.TextChoices):
+    CHAT = "chat", "chat"  # one session's
+    PROFILE = "profile", "profile"  # the user's, in every chat and agent
+
+
+class NoteAuthor(models.TextChoices):
+    MODEL = "model", "model"
+    USER = "user", "user"
+
+
+class Note(models.Model):
+    """A memory note (docs/memory.md): a short text at a path under /memories/. A chat note belongs to
+    one session; a profile note (under /memories/profile/) to the user, with no session."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(
+        "conversations.Session", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    scope = models.CharField(max_length=8, choices=NoteScope.choices)
+    path = models.CharField(max_length=200)
+    content = models.TextField(blank=True)
+    updated_at = models.DateTimeField(default=timezone.now)
+    updated_by = models.CharField(max_length=8, choices=NoteAuthor.choices)
+    source_message = models.ForeignKey(
+        "conversations.Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session", "path"], condition=models.Q(scope="chat"), name="note_unique_chat_path"
+            ),
+            models.UniqueConstraint(
+                fields=["user", "path"], condition=models.Q(scope="profile"), name="note_unique_profile_path"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(scope="chat", session__isnull=False)
+                | models.Q(scope="profile", session__isnull=True),
+                name="note_scope_session",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scope} note {self.path}"
+
+
+class NoteVersion(models.Model):
+    """One change of a note, kept forever (also after the note is deleted): `before` is None for a
+    creation, `after` None for a deletion. `source_message` is the assistant message whose tool call
+    made a model's change."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(
+        "conversations.Session", on_delete=models.CASCADE, null=True, blank=True, related_name="+"
+    )
+    scope = models.CharField(max_length=8, choices=NoteScope.choices)
+    path = models.CharField(max_length=200)
+    # None is no note at all (before a creation, after a deletion), unlike an empty note.
+    before = models.TextField(null=True, blank=True)  # noqa: DJ001
+    after = models.TextField(null=True, blank=True)  # noqa: DJ001
+    changed_at = models.DateTimeField(default=timezone.now)
+    changed_by = models.CharField(max_length=8, choices=NoteAuthor.choices)
+    source_message = models.ForeignKey(
+        "conversations.Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "scope", "path"], name="noteversion_user_scope_path")]
+
+    def __str__(self) -> str:
+        return f"{self.scope} note {self.path} by {self.changed_by} at {self.changed_at:%Y-%m-%d %H:%M}"
+
+
+class NoteProposal(models.Model):
+    """A model's change to a profile note, waiting for the user's answer to the canvas confirmation
+    `element_id`: applied only when confirmed."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPLIED = "applied"
+        DECLINED = "declined"
+        FAILED = "failed"  # confirmed, but no longer valid (e.g. the note changed meanwhile)
+
+    session = models.ForeignKey("conversations.Session", on_delete=models.CASCADE, related_name="+")
+    element_id = models.CharField(max_length=64)
+    command = models.JSONField()
+    source_message = models.ForeignKey(
+        "conversations.Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    status = models.CharField(max_length=8, choices=Status.choices, default=Status.PENDING)
+    outcome = models.TextField(blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "element_id"], name="noteproposal_unique_element")]
+
+    def __str__(self) -> str:
+        return f"proposal {self.element_id} ({self.status})"

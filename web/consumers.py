@@ -19,6 +19,10 @@ Frames the client must know about beyond the README's list:
   with that id, keeping its position. A confirmation answered carries `answered`: "confirmed" or
   "declined".
 - `canvas_show_notification` has its own `version` like every canvas frame (it is never replayed).
+- `assistant_message` carries `sources`: the archived messages the turn's memory tools cited
+  (`[{"id", "agent", "chat_id", "role", "created_at"}]`, empty when it used none), as `GET /history`.
+- A `confirmation_response` to a confirmation the memory tool made ("Remember in all chats: …?")
+  also decides that profile note: applied when confirmed, dropped when declined (docs/memory.md).
 - A frame whose `version` is not above the client's is a duplicate (it may arrive right after a
   replay that already included it): ignore it. A version more than one above the client's means a
   frame was lost: send `replay`.

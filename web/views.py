@@ -23,7 +23,13 @@ def index(request: HttpRequest) -> HttpResponse:
         "defaultChatId": DEFAULT_CHAT_ID,
         "offline": settings.BUDDY_LLM == "offline",
         "loginUrl": settings.LOGIN_URL,
-        "urls": {"agents": "/agents", "chats": "/chats", "history": "/history", "prompt": "/prompt"},
+        "urls": {
+            "agents": "/agents",
+            "chats": "/chats",
+            "history": "/history",
+            "prompt": "/prompt",
+            "notes": "/memory/notes",
+        },
     }
     context = {
         "offline": settings.BUDDY_LLM == "offline",

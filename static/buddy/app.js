@@ -4,6 +4,7 @@
 import { isCompact, renderCanvas } from "./canvas.js";
 import {
   addFailureChip,
+  addSources,
   addToolChip,
   assistantMessage,
   historyMessage,
@@ -13,6 +14,7 @@ import {
   toolFailureRow,
   userMessage,
 } from "./conversation.js";
+import { MemoryView } from "./memory.js";
 import { emptyState, reduce } from "./reducer.js";
 import { ReconnectingSocket, socketUrl } from "./socket.js";
 
@@ -114,6 +116,17 @@ class BuddyApp {
     this.agent = { id: config.defaultAgent, name: config.defaultAgentName || "Buddy", avatar: config.defaultAgentAvatar || "🤖" };
     this.chatId = config.defaultChatId;
     this.restorePreferences();
+    this.aroundId = null; // a message to open the conversation at (a link to a source: ?around=ID)
+    this.readLocation();
+    this.memory = new MemoryView(this, {
+      panel: dom.memoryPanel,
+      canvasPanel: dom.canvasPanel,
+      chatList: dom.memoryChat,
+      profileList: dom.memoryProfile,
+      count: dom.memoryCount,
+      showMemory: dom.showMemory,
+      showCanvas: dom.showCanvas,
+    });
 
     this.canvas = emptyState();
     this.canvasVersion = null;
@@ -160,6 +173,18 @@ class BuddyApp {
     } catch {
       // Storage may be unavailable (private mode) or hold junk: the defaults do.
     }
+  }
+
+  /** `/?agent=A&chat_id=C&around=ID` (a link to an archived message) opens that chat at that message. */
+  readLocation() {
+    const params = new URLSearchParams(window.location.search);
+    const agent = params.get("agent");
+    const chatId = params.get("chat_id");
+    const around = Number(params.get("around"));
+    if (agent) this.agent = { id: agent, name: agent, avatar: "" };
+    if (chatId && CHAT_ID.test(chatId)) this.chatId = chatId;
+    if (Number.isInteger(around) && around > 0) this.aroundId = around;
+    if (agent || chatId) this.savePreferences();
   }
 
   savePreferences() {
@@ -227,6 +252,9 @@ class BuddyApp {
       message.focus();
     });
     reconnectNow.addEventListener("click", () => this.socket.reconnect());
+    this.dom.showMemory.addEventListener("click", () => this.memory.show(true));
+    this.dom.showCanvas.addEventListener("click", () => this.memory.show(false));
+    this.dom.backToLatest.addEventListener("click", () => this.leaveAround());
     // Charts are drawn for the space they have: redraw them when the canvas crosses the narrow mark.
     let compact = isCompact(this.dom.canvas);
     new ResizeObserver(() => {
@@ -267,7 +295,8 @@ class BuddyApp {
       return { status: 401, data: null };
     }
     let data = null;
-    if ((response.headers.get("content-type") || "").includes("application/json")) data = await response.json();
+    const json = (response.headers.get("content-type") || "").includes("application/json");
+    if (json && response.status !== 204) data = await response.json(); // 204: no body at all
     return { status: response.status, data };
   }
 
@@ -396,9 +425,10 @@ class BuddyApp {
     return !this.chatsLoaded || this.currentChat !== null;
   }
 
-  async fetchHistory(before) {
+  async fetchHistory(before, around = null) {
     const params = new URLSearchParams({ agent: this.agent.id, chat_id: this.chatId, limit: String(HISTORY_PAGE) });
     if (before !== null && before !== undefined) params.set("before", String(before));
+    if (around !== null) params.set("around", String(around));
     const { status, data } = await this.getJson(`${this.config.urls.history}?${params}`);
     // A chat that does not exist yet is a 404: it simply has no history.
     if (status === 404) return { messages: [], next_before: null };
@@ -452,8 +482,9 @@ class BuddyApp {
       return;
     }
     let page;
+    const around = this.aroundId;
     try {
-      page = await this.fetchHistory(null);
+      page = await this.fetchHistory(null, around);
     } catch {
       if (generation !== this.historyGeneration) return;
       this.dom.logScroll.removeAttribute("aria-busy");
@@ -465,7 +496,25 @@ class BuddyApp {
     this.dom.log.prepend(this.rowsFor(page.messages));
     this.setNextBefore(page.next_before);
     this.updateEmpty();
-    this.scrollToBottom(true);
+    this.dom.backToLatest.hidden = around === null;
+    const target = around === null ? null : this.dom.log.querySelector(`[data-message-id="${around}"]`);
+    if (target) {
+      target.classList.add("is-linked");
+      target.id = `message-${around}`;
+      target.scrollIntoView({ block: "center" });
+    } else {
+      this.scrollToBottom(true);
+    }
+  }
+
+  /** From a page around a linked message back to the newest messages. */
+  leaveAround() {
+    this.aroundId = null;
+    const url = new URL(window.location.href);
+    url.searchParams.delete("around");
+    url.hash = "";
+    window.history.replaceState(null, "", url);
+    this.loadHistory();
   }
 
   setNextBefore(value) {
@@ -532,12 +581,16 @@ class BuddyApp {
       this.socket.reconnect();
     }
     this.renderChatOptions();
+    this.aroundId = null;
     this.loadHistory();
+    this.memory.refresh();
   }
 
   openChat(chatId, { isNew = false } = {}) {
     if (!CHAT_ID.test(chatId) || (chatId === this.chatId && !isNew)) return;
     this.chatId = chatId;
+    this.aroundId = null;
+    this.memory.refresh();
     this.savePreferences();
     this.prepareForOtherConversation();
     this.awaitingSwitch = false;
@@ -804,7 +857,8 @@ class BuddyApp {
     this.scrollToBottom();
   }
 
-  onAssistantMessage({ text, message_id: messageId }) {
+  onAssistantMessage({ text, message_id: messageId, sources }) {
+    this.memory.refresh(); // the turn may have changed a note
     const id = messageId === undefined || messageId === null ? null : String(messageId);
     if (id !== null && this.shownIds.has(id)) {
       // Shown already (a prompt sent over HTTP is ended by its answer, which can arrive before the
@@ -832,6 +886,7 @@ class BuddyApp {
       if (row.querySelector(".msg-tools")) row.classList.add("msg-tools-only");
       else row.remove();
     }
+    addSources(row, sources);
     this.streamRow = null;
     this.streamText = "";
     this.turnTexts = [];
@@ -1153,6 +1208,13 @@ function collectDom() {
     canvasScroll: byId("canvas-scroll"),
     canvasPointer: byId("canvas-pointer"),
     canvasPointerText: byId("canvas-pointer-text"),
+    memoryPanel: byId("memory-panel"),
+    memoryChat: byId("memory-chat"),
+    memoryProfile: byId("memory-profile"),
+    memoryCount: byId("memory-count"),
+    showMemory: byId("show-memory"),
+    showCanvas: byId("show-canvas"),
+    backToLatest: byId("back-to-latest"),
   };
 }
 

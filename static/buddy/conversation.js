@@ -3,6 +3,7 @@
 // subset; tool calls as small chips. Nothing from a message is ever parsed as HTML.
 
 import { renderMarkdown } from "./markdown.js";
+import { sourceLink } from "./memory.js";
 
 function el(name, className, text) {
   const node = document.createElement(name);
@@ -131,6 +132,18 @@ export function assistantMessage(agent, text, { messageId = null, tools = [], st
   return row;
 }
 
+/** Under a reply that drew on the archive (memory tools): a link to each message it used. */
+export function addSources(row, sources) {
+  if (!Array.isArray(sources) || !sources.length || row.querySelector(".msg-sources")) return;
+  const box = el("p", "msg-sources");
+  box.append(el("span", "msg-sources-label", "From the archive:"));
+  for (const source of sources) {
+    if (!source || typeof source.id !== "number") continue;
+    box.append(" ", sourceLink(source));
+  }
+  row.querySelector(".msg-main").append(box);
+}
+
 /** Replaces an assistant bubble's text; while streaming, an empty text shows a typing indicator. */
 export function setAssistantText(row, text, { streaming = false } = {}) {
   const body = row.querySelector(".msg-text");
@@ -182,6 +195,7 @@ export function historyMessage(message, agent) {
     if (!text && tools.length === 0) return null;
     const row = assistantMessage(agent, text, { ...options, tools });
     if (!text) row.classList.add("msg-tools-only");
+    addSources(row, message.sources);
     return row;
   }
   const failures = blocks.filter((block) => block.type === "tool_result" && block.is_error);

@@ -10,11 +10,13 @@ from conversations.content import CHAT_ID_RE, CHAT_ID_RULE, DEFAULT_AGENT, DEFAU
 from conversations.history_io import ImportLineError, ImportRefused, history_import_once, history_validate
 from conversations.services import UnknownAgent
 from memory import semantic
+from memory.notes.history import NoteLines
 
 
 class Command(BaseCommand):
     help = (
-        "Append a JSON Lines history ({role, content, created_at?} per line) to a user's chat. Every line is "
+        "Append a JSON Lines history ({role, content, created_at?} per line, then the chat's notes as "
+        "export_history writes them) to a user's chat. Every line is "
         "validated first; then all are imported in one transaction, or none. The same history is never "
         "imported twice into one chat."
     )
@@ -42,7 +44,7 @@ class Command(BaseCommand):
 
         try:
             with file.open("rb") as stream:
-                validated = history_validate(stream, progress("validating"))
+                validated = history_validate(stream, progress("validating"), extra=NoteLines())
             with file.open("rb") as stream:
                 session, imported = history_import_once(
                     user=owner,
@@ -51,6 +53,7 @@ class Command(BaseCommand):
                     stream=stream,
                     validated=validated,
                     progress=progress("importing"),
+                    extra=NoteLines(),
                 )
         except (ImportLineError, ImportRefused) as exc:
             raise CommandError(f"{file}: {exc}. Nothing was imported.") from None

@@ -6,10 +6,11 @@ from django.core.management.base import BaseCommand, CommandError
 from conversations.content import DEFAULT_AGENT, DEFAULT_CHAT_ID
 from conversations.history_io import history_export
 from conversations.selectors import session_get
+from memory.notes.history import note_lines_export
 
 
 class Command(BaseCommand):
-    help = "Write a user's chat as JSON Lines on stdout (the format import_history reads)."
+    help = "Write a user's chat, then its memory notes, as JSON Lines on stdout (the format import_history reads)."
 
     def add_arguments(self, parser):
         parser.add_argument("--user", required=True)
@@ -24,4 +25,6 @@ class Command(BaseCommand):
         if session is None:
             raise CommandError(f"{user} has no chat {agent}/{chat_id}.")
         for line in history_export(session=session):
+            self.stdout.write(line)
+        for line in note_lines_export(session=session):
             self.stdout.write(line)

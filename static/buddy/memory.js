@@ -1,0 +1,270 @@
+// The Memory view beside the canvas: the notes Buddy keeps (this chat's and the user's profile),
+// each editable, deletable and restorable from its versions, with a link to the message it came
+// from (README: Memory notes). Note text is shown as text, never parsed as HTML.
+
+const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const ROOT = "/memories/";
+
+function el(name, className, text) {
+  const node = document.createElement(name);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function button(label, className = "btn btn-small") {
+  const node = el("button", className, label);
+  node.type = "button";
+  return node;
+}
+
+function when(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? "" : timeFormat.format(date);
+}
+
+/** The page opened at one archived message: its chat, its agent, a page of history around it. */
+export function sourceHref({ id, agent, chat_id: chatId }) {
+  const params = new URLSearchParams({ agent: agent || "", chat_id: chatId || "", around: String(id) });
+  return `/?${params}#message-${id}`;
+}
+
+/** A link to an archived message, labelled by who said it and when. */
+export function sourceLink(source, label) {
+  const link = el("a", "source-link", label ?? `${source.role === "user" ? "You" : "Reply"} · ${when(source.created_at)}`);
+  link.href = sourceHref(source);
+  return link;
+}
+
+function shortPath(path) {
+  return path.startsWith(ROOT) ? path.slice(ROOT.length) : path;
+}
+
+export class MemoryView {
+  /**
+   * `app` gives `getJson`, `sendJson`, `agent`, `chatId`, `showToast`; `dom` the panel's nodes.
+   */
+  constructor(app, dom) {
+    this.app = app;
+    this.dom = dom;
+    this.generation = 0;
+  }
+
+  get visible() {
+    return !this.dom.panel.hidden;
+  }
+
+  show(visible) {
+    this.dom.panel.hidden = !visible;
+    this.dom.canvasPanel.hidden = visible;
+    document.body.dataset.view = visible ? "memory" : "canvas";
+    if (visible) {
+      this.refresh();
+      this.dom.showCanvas.focus();
+    } else {
+      this.dom.showMemory.focus();
+    }
+  }
+
+  chatQuery() {
+    return new URLSearchParams({ agent: this.app.agent.id, chat_id: this.app.chatId });
+  }
+
+  /** Reloads both lists (a chat's notes change with its turns, and with another tab's edits). */
+  async refresh() {
+    if (!this.visible) return;
+    const generation = ++this.generation;
+    const { status, data } = await this.app.getJson(`${this.app.config.urls.notes}?${this.chatQuery()}`);
+    if (generation !== this.generation) return;
+    const notes = status === 200 && data ? data : { chat: [], profile: [] };
+    this.render("chat", notes.chat || [], this.dom.chatList);
+    this.render("profile", notes.profile || [], this.dom.profileList);
+    const total = (notes.chat || []).length + (notes.profile || []).length;
+    this.dom.count.textContent = total === 1 ? "1 note" : `${total} notes`;
+  }
+
+  render(scope, notes, list) {
+    list.replaceChildren();
+    if (!notes.length) {
+      const empty = el(
+        "p",
+        "memory-empty",
+        scope === "chat" ? "Nothing yet. Notes appear here when Buddy keeps one." : "Nothing Buddy remembers across chats yet.",
+      );
+      list.append(empty);
+      return;
+    }
+    for (const note of notes) list.append(this.card(scope, note));
+  }
+
+  card(scope, note) {
+    const card = el("article", "note");
+    card.dataset.path = note.path;
+    card.dataset.scope = scope;
+    const head = el("header", "note-head");
+    const title = el("h4", "note-path", shortPath(note.path));
+    title.title = note.path;
+    head.append(title);
+    const body = el("p", "note-text", note.content);
+    const meta = el("p", "note-meta");
+    meta.append(`${note.updated_by === "model" ? "Kept by Buddy" : "Edited by you"} · ${when(note.updated_at)}`);
+    if (note.source_message_id) {
+      meta.append(" · ");
+      meta.append(
+        sourceLink(
+          { id: note.source_message_id, agent: note.source_agent, chat_id: note.source_chat_id, role: "assistant" },
+          "from this message",
+        ),
+      );
+    }
+    const actions = el("div", "note-actions");
+    const edit = button("Edit");
+    edit.setAttribute("aria-label", `Edit ${note.path}`);
+    const history = button("History");
+    history.setAttribute("aria-label", `History of ${note.path}`);
+    history.setAttribute("aria-expanded", "false");
+    const remove = button("Delete", "btn btn-small btn-danger-quiet");
+    remove.setAttribute("aria-label", `Delete ${note.path}`);
+    actions.append(edit, history, remove);
+    card.append(head, body, meta, actions);
+    edit.addEventListener("click", () => this.edit(card, scope, note));
+    history.addEventListener("click", () => this.toggleHistory(card, scope, note.path, history));
+    remove.addEventListener("click", () => this.remove(card, scope, note.path));
+    return card;
+  }
+
+  edit(card, scope, note) {
+    const form = el("form", "note-edit");
+    const label = el("label", "visually-hidden", `Text of ${note.path}`);
+    const input = el("textarea", "input-small note-input");
+    input.id = `note-edit-${Math.random().toString(36).slice(2)}`;
+    label.htmlFor = input.id;
+    input.value = note.content;
+    input.rows = Math.min(12, Math.max(3, note.content.split("\n").length + 1));
+    const save = el("button", "btn btn-small btn-primary", "Save");
+    save.type = "submit";
+    const cancel = button("Cancel");
+    const error = el("p", "note-error");
+    error.setAttribute("role", "alert");
+    const bar = el("div", "note-actions");
+    bar.append(save, cancel);
+    form.append(label, input, error, bar);
+    card.querySelector(".note-text").replaceWith(form);
+    card.querySelector(":scope > .note-actions").hidden = true;
+    input.focus();
+    cancel.addEventListener("click", () => this.refresh());
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      save.disabled = true;
+      const { status, data } = await this.app.sendJson("PUT", this.app.config.urls.notes, {
+        scope,
+        path: note.path,
+        content: input.value,
+        agent: this.app.agent.id,
+        chat_id: this.app.chatId,
+      });
+      save.disabled = false;
+      if (status === 200) {
+        this.app.showToast(`Saved ${shortPath(note.path)}.`, "success");
+        this.refresh();
+      } else {
+        error.textContent = describe(data, status);
+      }
+    });
+  }
+
+  async remove(card, scope, path) {
+    const params = this.chatQuery();
+    params.set("scope", scope);
+    params.set("path", path);
+    const { status, data } = await this.app.request(`${this.app.config.urls.notes}?${params}`, {
+      method: "DELETE",
+      headers: { "X-CSRFToken": this.app.csrfToken() },
+    });
+    if (status !== 204) {
+      this.app.showToast(describe(data, status), "error");
+      return;
+    }
+    // The note is gone from the list, but not lost: offer its last version back right here.
+    const gone = el("div", "note note-deleted");
+    gone.dataset.path = path;
+    const text = el("p", "note-meta", `Deleted ${shortPath(path)}.`);
+    const undo = button("Restore");
+    undo.setAttribute("aria-label", `Restore ${path}`);
+    gone.append(text, undo);
+    card.replaceWith(gone);
+    undo.addEventListener("click", async () => {
+      const versions = await this.versions(scope, path);
+      if (versions.length) await this.restore(versions[0].id);
+    });
+  }
+
+  async versions(scope, path) {
+    const params = this.chatQuery();
+    params.set("scope", scope);
+    params.set("path", path);
+    const { status, data } = await this.app.getJson(`${this.app.config.urls.notes}/versions?${params}`);
+    return status === 200 && data && Array.isArray(data.versions) ? data.versions : [];
+  }
+
+  async restore(versionId) {
+    const { status, data } = await this.app.sendJson("POST", `${this.app.config.urls.notes}/restore`, {
+      version_id: versionId,
+      agent: this.app.agent.id,
+      chat_id: this.app.chatId,
+    });
+    if (status === 200) {
+      this.app.showToast(`Restored ${shortPath(data.path)}.`, "success");
+      this.refresh();
+    } else {
+      this.app.showToast(describe(data, status), "error");
+    }
+  }
+
+  async toggleHistory(card, scope, path, toggle) {
+    const open = card.querySelector(".note-versions");
+    if (open) {
+      open.remove();
+      toggle.setAttribute("aria-expanded", "false");
+      return;
+    }
+    const versions = await this.versions(scope, path);
+    const list = el("ol", "note-versions");
+    list.setAttribute("aria-label", `Versions of ${path}`);
+    versions.forEach((version, index) => {
+      const item = el("li", "note-version");
+      const what = version.after === null ? "deleted" : version.before === null ? "created" : "changed";
+      const who = version.changed_by === "model" ? "Buddy" : "you";
+      const line = el("p", "note-meta", `${when(version.changed_at)} · ${what} by ${who}`);
+      if (version.source_message_id) {
+        line.append(" · ");
+        line.append(
+          sourceLink(
+            { id: version.source_message_id, agent: version.source_agent, chat_id: version.source_chat_id },
+            "from this message",
+          ),
+        );
+      }
+      const text = el("p", "note-version-text", version.after ?? version.before ?? "");
+      item.append(line, text);
+      if (index > 0) {
+        const restore = button("Restore this version");
+        restore.setAttribute("aria-label", `Restore the version of ${when(version.changed_at)}`);
+        restore.addEventListener("click", () => this.restore(version.id));
+        item.append(restore);
+      } else {
+        item.append(el("span", "note-current", "current"));
+      }
+      list.append(item);
+    });
+    card.append(list);
+    toggle.setAttribute("aria-expanded", "true");
+  }
+}
+
+function describe(data, status) {
+  const detail = data?.detail;
+  if (typeof detail === "string") return detail;
+  if (Array.isArray(detail)) return detail.map((item) => item?.msg || "").filter(Boolean).join("; ") || `Refused (${status}).`;
+  return `That did not work (${status}).`;
+}

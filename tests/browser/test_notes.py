@@ -1,0 +1,154 @@
+"""The Memory view and provenance in a real chromium against a real daphne and the offline model:
+notes listed, edited, deleted, restored; a note's and a reply's source links open the conversation at
+that message."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from conversations.models import Message
+from conversations.services import message_append, session_get_or_create
+from memory.models import Note
+from memory.notes.services import note_put
+from tests.browser.test_e2e import canvas_prompt, log, send_and_wait
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOT = ROOT / "docs" / "memory.png"
+SCREENSHOT_NARROW = ROOT / "docs" / "memory-390.png"
+
+
+def memory(page):
+    return page.get_by_role("region", name="Memory")
+
+
+def open_memory(page):
+    page.get_by_role("button", name="Memory", exact=True).click()
+    memory(page).wait_for()
+
+
+def an_old_chat(user, messages: int = 80) -> list[Message]:
+    """A chat with a long past: the pricing message far above the newest page of history."""
+    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+    start = timezone.now() - timedelta(days=30)
+    archived = []
+    for number in range(messages):
+        role = "user" if number % 2 == 0 else "assistant"
+        text = "The pricing plan is forty euros a month" if number == 10 else f"Small talk number {number}"
+        message = message_append(session=session, role=role, content=text)
+        Message.objects.filter(pk=message.pk).update(created_at=start + timedelta(minutes=number))
+        archived.append(message)
+    return archived
+
+
+def test_the_memory_view_lists_edits_deletes_and_restores_notes(logged_in_page, user):
+    page = logged_in_page
+    note = {"command": "create", "path": "/memories/plans.md", "file_text": "Trip to Lisbon in May"}
+    send_and_wait(page, canvas_prompt(("memory", note)))
+    open_memory(page)
+    card = memory(page).get_by_role("article").filter(has_text="plans.md")
+    card.get_by_text("Trip to Lisbon in May").wait_for()
+    assert "Kept by Buddy" in card.inner_text()
+    assert memory(page).get_by_text("Nothing Buddy remembers across chats yet.").is_visible()
+
+    card.get_by_role("button", name="Edit /memories/plans.md").click()
+    card.get_by_label("Text of /memories/plans.md").fill("Trip to Lisbon in June")
+    card.get_by_role("button", name="Save").click()
+    card.get_by_text("Trip to Lisbon in June").wait_for()
+    assert "Edited by you" in card.inner_text()
+    assert Note.objects.get().content == "Trip to Lisbon in June"
+
+    card.get_by_role("button", name="History of /memories/plans.md").click()
+    versions = card.get_by_role("list", name="Versions of /memories/plans.md")
+    versions.wait_for()
+    assert versions.get_by_role("listitem").count() == 2
+    versions.get_by_role("button", name=re.compile("Restore the version")).click()
+    versions.wait_for(state="detached")  # the list is drawn again, with the note as restored
+    card.locator(".note-text", has_text="Trip to Lisbon in May").wait_for()
+    assert Note.objects.get().content == "Trip to Lisbon in May"
+
+    card.get_by_role("button", name="Delete /memories/plans.md").click()
+    memory(page).get_by_text("Deleted plans.md.").wait_for()
+    assert not Note.objects.exists()
+    memory(page).get_by_role("button", name="Restore /memories/plans.md").click()
+    card.get_by_text("Trip to Lisbon in May").wait_for()
+    assert Note.objects.get().content == "Trip to Lisbon in May"
+
+    page.get_by_role("button", name="Canvas", exact=True).click()
+    page.get_by_role("region", name="Canvas").wait_for()
+    assert memory(page).is_hidden()
+
+
+def test_a_notes_source_link_opens_the_conversation_at_that_message(logged_in_page, user):
+    page = logged_in_page
+    archived = an_old_chat(user)
+    source = archived[10]
+    session = source.session
+    Note.objects.create(
+        user=user,
+        session=session,
+        scope="chat",
+        path="/memories/pricing.md",
+        content="Plan: 40 EUR/month",
+        updated_by="model",
+        source_message=source,
+    )
+    page.reload()
+    open_memory(page)
+    memory(page).get_by_role("link", name="from this message").click()
+    linked = log(page).locator(f'[data-message-id="{source.id}"]')
+    linked.wait_for()
+    assert "is-linked" in linked.get_attribute("class")
+    assert "forty euros" in linked.inner_text()
+    assert linked.is_visible()  # scrolled into view
+    page.get_by_role("button", name="Back to the latest messages").click()
+    log(page).get_by_text("Small talk number 79").wait_for()
+    assert log(page).locator(f'[data-message-id="{source.id}"]').count() == 0
+
+
+def test_a_reply_that_searched_links_the_messages_it_drew_on(logged_in_page, user):
+    page = logged_in_page
+    archived = an_old_chat(user)
+    page.reload()
+    send_and_wait(page, canvas_prompt(("search_history", {"query": "pricing plan", "limit": 3})))
+    reply = log(page).locator(".msg-assistant", has=page.locator(".msg-sources")).last
+    reply.wait_for()
+    hrefs = [link.get_attribute("href") for link in reply.get_by_role("link").all()]
+    assert any(f"around={archived[10].id}#" in href for href in hrefs), hrefs
+    page.reload()  # the same after a reload, from /history
+    reply = log(page).locator(".msg-assistant", has=page.locator(".msg-sources")).last
+    reply.wait_for()
+    reply.locator(f'a[href*="around={archived[10].id}#"]').click()
+    log(page).locator(f'[data-message-id="{archived[10].id}"].is-linked').wait_for()
+
+
+def test_screenshot_of_the_memory_view(logged_in_page, user):
+    page = logged_in_page
+    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+    message_append(session=session, role="user", content="I'm planning a trip to Lisbon in May, on a budget.")
+    kept = message_append(session=session, role="assistant", content="Noted — Lisbon in May, budget-friendly.")
+    message_append(session=session, role="user", content="Remind me what we planned?")
+    message_append(session=session, role="assistant", content="Lisbon in May, on a budget — see the note.")
+    trip = "Lisbon, 12–19 May\nBudget: 900 EUR, trains over flights\nWants: tiles museum, LX Factory"
+    note_put(user=user, session=session, path="/memories/trip.md", content="Lisbon in May", by="model", source=kept)
+    note_put(user=user, session=session, path="/memories/trip.md", content=trip, by="model", source=kept)
+    note_put(user=user, session=session, path="/memories/todo.md", content="Book the night train by Friday")
+    note_put(user=user, session=None, path="/memories/profile/diet.md", content="Vegetarian\nPrefers short answers")
+    page.reload()
+    open_memory(page)
+    memory(page).get_by_text("Book the night train by Friday").wait_for()
+    card = memory(page).get_by_role("article").filter(has_text="trip.md")
+    card.get_by_role("button", name="History of /memories/trip.md").click()
+    card.get_by_role("list", name="Versions of /memories/trip.md").wait_for()
+    page.screenshot(path=str(SCREENSHOT))
+    page.set_viewport_size({"width": 390, "height": 844})
+    memory(page).scroll_into_view_if_needed()
+    memory(page).screenshot(path=str(SCREENSHOT_NARROW))
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, "the page scrolls sideways at 390 px"

@@ -1,0 +1,111 @@
+"""The memory notes over HTTP: both scopes, writes, deletes, versions, restore; bad input is a clear 4xx."""
+
+from __future__ import annotations
+
+import pytest
+
+from conversations.services import message_append, session_get_or_create
+from memory.models import Note, NoteVersion
+from memory.notes.services import note_put
+
+pytestmark = pytest.mark.django_db
+
+
+def put(client, **body):
+    return client.put("/memory/notes", body, content_type="application/json")
+
+
+def test_notes_of_both_scopes_are_listed_with_where_they_came_from(api, session, user):
+    source = message_append(session=session, role="assistant", content="noted")
+    note_put(user=user, session=session, path="/memories/a.md", content="chat text", by="model", source=source)
+    note_put(user=user, session=None, path="/memories/profile/p.md", content="profile text")
+    body = api.get("/memory/notes").json()
+    assert [n["path"] for n in body["chat"]] == ["/memories/a.md"]
+    assert body["chat"][0] | {"updated_at": None} == {
+        "path": "/memories/a.md",
+        "content": "chat text",
+        "updated_at": None,
+        "updated_by": "model",
+        "source_message_id": source.id,
+        "source_agent": "buddy",
+        "source_chat_id": "main",
+    }
+    assert [(n["path"], n["updated_by"], n["source_message_id"]) for n in body["profile"]] == [
+        ("/memories/profile/p.md", "user", None)
+    ]
+
+
+def test_put_delete_versions_and_restore(api, session):
+    assert put(api, scope="chat", path="/memories/a.md", content="one").status_code == 200
+    assert put(api, scope="chat", path="/memories/a.md", content="two").json()["content"] == "two"
+    assert api.delete("/memory/notes?scope=chat&path=/memories/a.md").status_code == 204
+    assert api.get("/memory/notes").json()["chat"] == []
+    versions = api.get("/memory/notes/versions?scope=chat&path=/memories/a.md").json()["versions"]
+    assert [(v["before"], v["after"], v["changed_by"]) for v in versions] == [
+        ("two", None, "user"),
+        ("one", "two", "user"),
+        (None, "one", "user"),
+    ]
+    restored = api.post("/memory/notes/restore", {"version_id": versions[2]["id"]}, content_type="application/json")
+    assert restored.status_code == 200 and restored.json()["content"] == "one"
+    restored = api.post("/memory/notes/restore", {"version_id": versions[0]["id"]}, content_type="application/json")
+    assert restored.json()["content"] == "two"  # a deletion's version restores what it deleted
+    assert NoteVersion.objects.count() == 5
+
+
+def test_a_profile_note_needs_no_chat(api, user):
+    response = put(api, scope="profile", path="/memories/profile/p.md", content="x", chat_id="never-made")
+    assert response.status_code == 200
+    assert Note.objects.get().session is None
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "why"),
+    [
+        ({"scope": "chat", "path": "/memories/../x.md", "content": "x"}, 422, "'..'"),
+        ({"scope": "chat", "path": "/etc/passwd", "content": "x"}, 422, "outside /memories/"),
+        ({"scope": "chat", "path": "/memories/a.md", "content": "x" * 9 * 1024}, 422, "at most 8,192 bytes"),
+        ({"scope": "chat", "path": "/memories/a.md", "content": "a\x00b"}, 422, "NUL"),
+        ({"scope": "chat", "path": "/memories/profile/a.md", "content": "x"}, 422, "a profile note's path"),
+        ({"scope": "profile", "path": "/memories/a.md", "content": "x"}, 422, "a chat note's path"),
+        ({"scope": "other", "path": "/memories/a.md", "content": "x"}, 422, "scope"),
+        ({"scope": "chat", "path": "/memories/a.md", "content": "x", "chat_id": "none"}, 404, "No such chat"),
+    ],
+)
+def test_bad_writes_are_clear_errors_and_store_nothing(api, session, body, status, why):
+    response = put(api, **body)
+    assert response.status_code == status, response.content
+    assert why in str(response.json()["detail"])
+    assert not Note.objects.exists()
+
+
+def test_a_lone_surrogate_is_a_422(api, session):
+    raw = '{"scope": "chat", "path": "/memories/a.md", "content": "half \\ud800"}'
+    response = api.put("/memory/notes", raw, content_type="application/json")
+    assert response.status_code == 422
+    assert not Note.objects.exists()
+
+
+def test_the_101st_note_is_a_422(api, session, user):
+    for number in range(100):
+        note_put(user=user, session=session, path=f"/memories/n{number}.md", content="x")
+    response = put(api, scope="chat", path="/memories/more.md", content="x")
+    assert response.status_code == 422 and "already 100 chat notes" in response.json()["detail"]
+
+
+def test_another_users_notes_and_versions_are_out_of_reach(api, session, other_user):
+    theirs = session_get_or_create(user=other_user, agent_slug="buddy", chat_id="main")
+    note_put(user=other_user, session=theirs, path="/memories/secret.md", content="theirs")
+    note_put(user=other_user, session=None, path="/memories/profile/secret.md", content="theirs")
+    assert api.get("/memory/notes").json() == {"chat": [], "profile": []}
+    assert api.delete("/memory/notes?scope=chat&path=/memories/secret.md").status_code == 404
+    assert api.get("/memory/notes/versions?scope=profile&path=/memories/profile/secret.md").json() == {"versions": []}
+    version = NoteVersion.objects.filter(user=other_user).first()
+    restored = api.post("/memory/notes/restore", {"version_id": version.id}, content_type="application/json")
+    assert restored.status_code == 404
+    assert Note.objects.filter(content="theirs").count() == 2
+
+
+def test_notes_need_credentials(client):
+    assert client.get("/memory/notes").status_code == 401
+    assert client.put("/memory/notes", {}, content_type="application/json").status_code == 401
