@@ -18,8 +18,11 @@ The database finds candidates, Python ranks them, the same way on both backends:
    day the query names, and with semantic search the messages nearest in meaning, join them.
 4. Every candidate is scored: BM25F over two fields (the message's own terms, and its context at
    `CONTEXT_WEIGHT`) as a z-score over the chat, plus SEMANTIC_WEIGHT × the z-score of its similarity to
-   the question (memory.semantic), plus SPEAKER_BOOST when the query names its speaker and DATE_BOOST
-   when it was written on a day the query names.
+   the question (memory.semantic) and NEXT_WEIGHT × that of the message after it (a question is often
+   answered by a message and the reply to it), plus DAY_WORDS_WEIGHT and DAY_MEANING_WEIGHT × the best
+   of those two z-scores among the candidates written on its day (what a day's conversation was
+   about), plus SPEAKER_BOOST when the query names its speaker and DATE_BOOST when it was written on a
+   day the query names.
 
 Higher scores are better. The constants were chosen on real conversations (bench/recall.py; the
 figures and each part's share are in docs/benchmarks.md).
@@ -47,7 +50,12 @@ B = 0.5
 CONTEXT_WEIGHT = 0.5
 IDF_POWER = 2
 SPEAKER_BOOST = 5.0
-DATE_BOOST = 1.0
+DATE_BOOST = 5.0
+# The similarity of the message after a candidate, and the best words and meaning of its day's
+# candidates (UTC days), each as a weight on a z-score (module docstring).
+NEXT_WEIGHT = 1.0
+DAY_WORDS_WEIGHT = 0.5
+DAY_MEANING_WEIGHT = 0.5
 # Messages per day the query names that join the candidates.
 DATE_CANDIDATES = 200
 # The newest messages whose starts tell the chat's speakers.
@@ -283,17 +291,19 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     )
     rows += _date_rows(session_id=session.pk, spans=spans, vectors_before=vectors_before, seen={row[0] for row in rows})
     similarity: dict[int, float] = {}
+    following: dict[int, float] = {}
     if near is not None:
         try:
-            similarity, rows = _semantic_side(session.pk, near.result(), rows)
+            similarity, following, rows = _semantic_side(session.pk, near.result(), rows)
         except Exception:  # a broken model install must cost the meaning, not the search
             logger.exception("semantic search failed; ranked by words only")
-            similarity = {}
+            similarity, following = {}, {}
     scored = _fused(
         rows=rows,
         weights=weights,
         stats=stats,
         similarity=similarity,
+        following=following,
         speaker=cues.named_speaker(query, chat_speakers),
         spans=spans,
     )
@@ -453,10 +463,12 @@ def _date_rows(
     return rows
 
 
-def _semantic_side(session_id: int, near, rows: list[tuple]) -> tuple[dict[int, float], list[tuple]]:
+def _semantic_side(
+    session_id: int, near, rows: list[tuple]
+) -> tuple[dict[int, float], dict[int, float], list[tuple]]:
     """Each candidate's similarity to the question as a z-score over the chat's window (its vector from
-    the window, or fetched with its row when older), and the rows of the nearest messages that are not
-    candidates yet, added to `rows`."""
+    the window, or fetched with its row when older), that of the message after it in the window, and
+    the rows of the nearest messages that are not candidates yet, added to `rows`."""
     from memory import semantic
 
     older = {row[0]: row[5] for row in rows if row[5] is not None}
@@ -467,7 +479,12 @@ def _semantic_side(session_id: int, near, rows: list[tuple]) -> tuple[dict[int, 
         rows = rows + [(*row, None) for row in rows_by_id(ROW_COLUMNS, session_id=session_id, ids=new_ids)]
         similarity.update({message_id: near.nearest[message_id] for message_id in new_ids})
     mean, deviation = near.mean, near.deviation
-    return {message_id: (value - mean) / deviation for message_id, value in similarity.items()}, rows
+    following = semantic.next_similarities(near=near, ids=[row[0] for row in rows])
+    return (
+        {message_id: (value - mean) / deviation for message_id, value in similarity.items()},
+        {message_id: (value - mean) / deviation for message_id, value in following.items()},
+        rows,
+    )
 
 
 def _fused(
@@ -476,13 +493,16 @@ def _fused(
     weights: dict[str, float],
     stats: _SessionStats,
     similarity: dict[int, float],
+    following: dict[int, float],
     speaker: str | None,
     spans: list[tuple[datetime, datetime]],
 ) -> list[tuple[float, int]]:
     """(score, id) of every candidate, best first: z(BM25F) + SEMANTIC_WEIGHT × z(similarity) (0 for
-    a candidate without a vector) + SPEAKER_BOOST when the query names its speaker + DATE_BOOST when
-    it was written on a day the query names. BM25F's z-score is over the whole chat: messages that
-    are not candidates score 0."""
+    a candidate without a vector) + NEXT_WEIGHT × z(similarity of the message after it) +
+    DAY_WORDS_WEIGHT × the best z(BM25F) and DAY_MEANING_WEIGHT × the best z(similarity) among the
+    candidates of its day + SPEAKER_BOOST when the query names its speaker + DATE_BOOST when it was
+    written on a day the query names. BM25F's z-score is over the whole chat: messages that are not
+    candidates score 0."""
     from memory import semantic
 
     lexical = [
@@ -500,11 +520,20 @@ def _fused(
     count = max(stats.messages, len(rows))
     mean = sum(lexical) / count
     deviation = math.sqrt(max(0.0, sum(score * score for score in lexical) / count - mean * mean)) or 1.0
+    words = [(score - mean) / deviation for score in lexical]
+    meaning = [similarity.get(row[0], 0.0) for row in rows]
+    days = [_aware(row[3]).date() for row in rows]
+    best_words: dict = {}
+    best_meaning: dict = {}
+    for day, word_score, meaning_score in zip(days, words, meaning, strict=True):
+        best_words[day] = max(best_words.get(day, word_score), word_score)
+        best_meaning[day] = max(best_meaning.get(day, meaning_score), meaning_score)
     scored = []
-    for row, lexical_score in zip(rows, lexical, strict=True):
+    for row, word_score, meaning_score, day in zip(rows, words, meaning, days, strict=True):
         message_id, _, _, created_at, start = row[:5]
-        score = (lexical_score - mean) / deviation
-        score += semantic.SEMANTIC_WEIGHT * similarity.get(message_id, 0.0)
+        score = word_score + semantic.SEMANTIC_WEIGHT * meaning_score
+        score += NEXT_WEIGHT * following.get(message_id, 0.0)
+        score += DAY_WORDS_WEIGHT * best_words[day] + DAY_MEANING_WEIGHT * best_meaning[day]
         if speaker is not None and cues.speaker_label(start or "") == speaker:
             score += SPEAKER_BOOST
         if spans:

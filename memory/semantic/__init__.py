@@ -44,7 +44,7 @@ from memory.semantic import encoder, quantized
 logger = logging.getLogger(__name__)
 
 CONTEXT_WEIGHT = 0.3
-SEMANTIC_WEIGHT = 2.0
+SEMANTIC_WEIGHT = 1.5
 WINDOW = 20_000
 # Vectors of windows kept per process, all sessions together (8-bit: ~400 bytes each, so ~80 MB).
 CACHED_VECTORS = 200_000
@@ -346,6 +346,19 @@ def similarities(*, near: Nearest, ids: list[int], vectors: dict[int, bytes]) ->
         scores = unpack(list(vectors.values())) @ near.vector
         similarity.update(zip(vectors, scores.tolist(), strict=True))
     return similarity
+
+
+def next_similarities(*, near: Nearest, ids: list[int]) -> dict[int, float]:
+    """The question's similarity to the message after each of `ids` in the window (the next vector of
+    the session: a reply, or the rest of a turn), for those of `ids` that are in the window and not its
+    newest."""
+    window_ids = near.window.ids
+    if not ids or len(window_ids) < 2:
+        return {}
+    wanted = np.array(ids, dtype=np.int64)
+    positions = np.searchsorted(window_ids, wanted).clip(0, len(window_ids) - 1)
+    inside = (window_ids[positions] == wanted) & (positions < len(window_ids) - 1)
+    return dict(zip(wanted[inside].tolist(), near.scores[positions[inside] + 1].tolist(), strict=True))
 
 
 def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarray) -> dict[int, float]:
