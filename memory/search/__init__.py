@@ -309,7 +309,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     )
     if rerank is not None:
         try:
-            scored = _reranked(session.pk, scored, rerank)
+            scored = _reranked(session.pk, scored, rerank, {row[0]: _aware(row[3]).date() for row in rows})
         except Exception:
             logger.exception("semantic search failed; ranked by words only")
     # A few more than asked: a message deleted since its vector was cached is dropped here.
@@ -375,29 +375,63 @@ def _semantic_start(session_id: int, query: str, *, stats: _SessionStats):
         return None, None
 
 
-def _reranked(session_id: int, scored: list[tuple[float, int]], query_vector) -> list[tuple[float, int]]:
+def _reranked(
+    session_id: int, scored: list[tuple[float, int]], query_vector, days: dict[int, object]
+) -> list[tuple[float, int]]:
     """`scored` with its best RERANKED_CANDIDATES re-scored by meaning, for a chat still being indexed:
     a half-indexed chat cannot be scanned without ranking what has no vector yet lower, so instead the
-    best word candidates get their vectors (stored, or encoded now for those still waiting) and
-    SEMANTIC_WEIGHT × their similarity's z-score among themselves is added to their scores."""
+    best word candidates and the messages after them get their vectors (stored, or encoded now for
+    those still waiting), and the parts of `_fused` that need vectors are added, with z-scores among
+    the re-ranked candidates: SEMANTIC_WEIGHT × their similarity, NEXT_WEIGHT × that of the message
+    after each, DAY_MEANING_WEIGHT × the best similarity among those of its day (`days`: id → day)."""
     from memory import semantic
 
     head, tail = scored[:RERANKED_CANDIDATES], scored[RERANKED_CANDIDATES:]
     if len(head) < 2:
         return scored
+    ids = [message_id for _, message_id in head]
+    after = _following_ids(session_id, ids)
     similarity = semantic.candidate_similarities(
         session_id=session_id,
-        ids=[message_id for _, message_id in head],
+        ids=list(dict.fromkeys(ids + list(after.values()))),
         vector=query_vector.result(timeout=semantic.RESULT_SECONDS),
     )
-    values = list(similarity.values())
+    values = [similarity[message_id] for message_id in ids]
     mean = sum(values) / len(values)
     deviation = math.sqrt(sum((value - mean) ** 2 for value in values) / len(values)) or 1.0
+    meaning = {message_id: (similarity[message_id] - mean) / deviation for message_id in ids}
+    following = {
+        message_id: (similarity[next_id] - mean) / deviation
+        for message_id, next_id in after.items()
+        if next_id in similarity
+    }
+    best_meaning: dict = {}
+    for message_id in ids:
+        day = days.get(message_id)
+        best_meaning[day] = max(best_meaning.get(day, meaning[message_id]), meaning[message_id])
     head = [
-        (score + semantic.SEMANTIC_WEIGHT * (similarity[message_id] - mean) / deviation, message_id)
+        (
+            score
+            + semantic.SEMANTIC_WEIGHT * meaning[message_id]
+            + NEXT_WEIGHT * following.get(message_id, 0.0)
+            + DAY_MEANING_WEIGHT * best_meaning[days.get(message_id)],
+            message_id,
+        )
         for score, message_id in head
     ]
     return sorted(head + tail, reverse=True)
+
+
+def _following_ids(session_id: int, ids: list[int]) -> dict[int, int]:
+    """The id of the message after each of `ids` in the session (those that have one)."""
+    placeholders = ", ".join(["%s"] * len(ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.id, (SELECT min(n.id) FROM conversations_message AS n WHERE n.session_id = m.session_id"
+            f" AND n.id > m.id) FROM conversations_message AS m WHERE m.session_id = %s AND m.id IN ({placeholders})",
+            [session_id, *ids],
+        )
+        return {message_id: next_id for message_id, next_id in cursor.fetchall() if next_id is not None}
 
 
 def _lexical_rows(
@@ -463,9 +497,7 @@ def _date_rows(
     return rows
 
 
-def _semantic_side(
-    session_id: int, near, rows: list[tuple]
-) -> tuple[dict[int, float], dict[int, float], list[tuple]]:
+def _semantic_side(session_id: int, near, rows: list[tuple]) -> tuple[dict[int, float], dict[int, float], list[tuple]]:
     """Each candidate's similarity to the question as a z-score over the chat's window (its vector from
     the window, or fetched with its row when older), that of the message after it in the window, and
     the rows of the nearest messages that are not candidates yet, added to `rows`."""
