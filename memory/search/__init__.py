@@ -259,6 +259,14 @@ def _aware(value: datetime | str) -> datetime:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+def _day(value: datetime | str) -> str:
+    """The UTC day of a message's `created_at` as a raw cursor returns it (SQLite's stored UTC text
+    starts with it; _aware parses, which a search would do for every candidate)."""
+    if isinstance(value, str):
+        return value[:10]
+    return _aware(value).astimezone(UTC).date().isoformat()
+
+
 def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
     """The messages of `session` that best answer `query` (any text), best first, at most `limit`
     (clamped to 1–MAX_LIMIT). A query with no words left after stop words, and no date, finds nothing.
@@ -309,7 +317,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     )
     if rerank is not None:
         try:
-            scored = _reranked(session.pk, scored, rerank, {row[0]: _aware(row[3]).date() for row in rows})
+            scored = _reranked(session.pk, scored, rerank, {row[0]: _day(row[3]) for row in rows})
         except Exception:
             logger.exception("semantic search failed; ranked by words only")
     # A few more than asked: a message deleted since its vector was cached is dropped here.
@@ -376,7 +384,7 @@ def _semantic_start(session_id: int, query: str, *, stats: _SessionStats):
 
 
 def _reranked(
-    session_id: int, scored: list[tuple[float, int]], query_vector, days: dict[int, object]
+    session_id: int, scored: list[tuple[float, int]], query_vector, days: dict[int, str]
 ) -> list[tuple[float, int]]:
     """`scored` with its best RERANKED_CANDIDATES re-scored by meaning, for a chat still being indexed:
     a half-indexed chat cannot be scanned without ranking what has no vector yet lower, so instead the
@@ -554,7 +562,7 @@ def _fused(
     deviation = math.sqrt(max(0.0, sum(score * score for score in lexical) / count - mean * mean)) or 1.0
     words = [(score - mean) / deviation for score in lexical]
     meaning = [similarity.get(row[0], 0.0) for row in rows]
-    days = [_aware(row[3]).date() for row in rows]
+    days = [_day(row[3]) for row in rows]
     best_words: dict = {}
     best_meaning: dict = {}
     for day, word_score, meaning_score in zip(days, words, meaning, strict=True):
