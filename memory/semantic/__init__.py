@@ -2,7 +2,7 @@
 
 History search ranks by words (memory.search). A question often shares no word with its answer: "Who is
 my new boss?" → "Priya Raman, from the Berlin office." (the reply to "So who do you report to now?").
-A sentence-embedding model (all-MiniLM-L6-v2, run in numpy by memory.semantic.encoder) places such
+A sentence-embedding model (all-MiniLM-L6-v2 on onnxruntime, memory.semantic.encoder) places such
 paraphrases near each other.
 
 - Each message gets one vector (MessageVector): the model's unit vector of its text without its
@@ -246,7 +246,7 @@ _encoding_lock = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor:
-    """The process's threads for a search's semantic side (the encoder's and numpy's work release the GIL)."""
+    """The process's threads for a search's semantic side (onnxruntime's and numpy's work release the GIL)."""
     global _encoding
     with _encoding_lock:
         # One pool per process: a forked worker inherits the parent's pool without its threads.
