@@ -18,7 +18,7 @@ They are loaded once per process, on first use (~0.15 s, ~90 MB of float32 weigh
 A search's question goes through `encode_query` instead: the same graph with its dense layers' weights
 in 8 bits. A short question reads 11 MB of weights instead of 42 MB (more than a small machine's L3
 cache), at a cosine of >= 0.986 to the float32 vector. Stored vectors come from `encode` (float32,
-kept as float16), so only the question is approximate (docs/benchmarks.md has the costs).
+kept as float16), so only the question is approximate (docs/benchmarks.md, "The sentence encoder").
 """
 
 from __future__ import annotations
