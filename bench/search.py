@@ -328,7 +328,7 @@ def time_semantic_parts(session, queries: list[str]) -> None:
         started = time.perf_counter()
         encoder.encode([question.text])
         natural_exact.append((time.perf_counter() - started) * 1000)
-    kind = "8-bit" if encoder._model().quantized() is not None else "float32: no onnxruntime"
+    kind = "8-bit" if encoder._model().quantized() is not None else "float32: the 8-bit graph could not be built"
     for label, timings in (
         (f"query encoding ({kind}), these queries", encode),
         ("  the same in float32 (the stored vectors' encoder)", exact),

@@ -18,8 +18,11 @@ The database finds candidates, Python ranks them, the same way on both backends:
    day the query names, and with semantic search the messages nearest in meaning, join them.
 4. Every candidate is scored: BM25F over two fields (the message's own terms, and its context at
    `CONTEXT_WEIGHT`) as a z-score over the chat, plus SEMANTIC_WEIGHT × the z-score of its similarity to
-   the question (memory.semantic), plus SPEAKER_BOOST when the query names its speaker and DATE_BOOST
-   when it was written on a day the query names.
+   the question (memory.semantic) and NEXT_WEIGHT × that of the message after it (a question is often
+   answered by a message and the reply to it), plus DAY_WORDS_WEIGHT and DAY_MEANING_WEIGHT × the best
+   of those two z-scores among the candidates written on its day (what a day's conversation was
+   about), plus SPEAKER_BOOST when the query names its speaker and DATE_BOOST when it was written on a
+   day the query names.
 
 Higher scores are better. The constants were chosen on real conversations (bench/recall.py; the
 figures and each part's share are in docs/benchmarks.md).
@@ -36,8 +39,12 @@ from django.db import connection
 from django.utils.dateparse import parse_datetime
 
 from conversations.models import Session
-from memory.search import cues
+from memory import semantic
+from memory.search import cues, postgres, sqlite
+from memory.search.shortlist import ROW_COLUMNS, Lookup, shortlist_sql
 from memory.search.text import query_terms, snippet
+from memory.semantic.postgres import binary_rows
+from memory.speakers import LABEL_CHARS
 
 # BM25 parameters: k1 as usual; b, the context weight and the IDF power, and the cues' boosts (in
 # standard deviations of the fused score), chosen on real conversations (bench/recall.py, the LoCoMo
@@ -47,7 +54,12 @@ B = 0.5
 CONTEXT_WEIGHT = 0.5
 IDF_POWER = 2
 SPEAKER_BOOST = 5.0
-DATE_BOOST = 1.0
+DATE_BOOST = 5.0
+# The similarity of the message after a candidate, and the best words and meaning of its day's
+# candidates (UTC days), each as a weight on a z-score (module docstring).
+NEXT_WEIGHT = 1.0
+DAY_WORDS_WEIGHT = 0.5
+DAY_MEANING_WEIGHT = 0.5
 # Messages per day the query names that join the candidates.
 DATE_CANDIDATES = 200
 # The newest messages whose starts tell the chat's speakers.
@@ -68,18 +80,6 @@ class SearchHit:
     created_at: datetime
     snippet: str
     score: float
-
-
-@dataclass(frozen=True)
-class Lookup:
-    """One query term as the index backends look it up: its matches with an id of at least `min_id`
-    (0: all), each worth `weight`; `index_stats` holds the backend's own statistics of the term (the
-    columns it names in TERM_COLUMNS)."""
-
-    term: str
-    min_id: int
-    weight: float
-    index_stats: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -109,8 +109,6 @@ class _SessionStats:
 
 
 def _backend():
-    from memory.search import postgres, sqlite  # they import this module's SQL: a cycle inside memory.search
-
     if connection.vendor == "postgresql":
         return postgres
     if connection.vendor == "sqlite":
@@ -219,36 +217,20 @@ def rows_by_id(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
     return rows
 
 
-def shortlist_sql(candidates: str, *, vectors_before: int | None) -> str:
-    """The query of a shortlist's rows, for the index backends: `candidates` is a FROM item (alias
-    `c`, column `id`) that the backend writes; the rows are ROW_COLUMNS of each message, with
-    `vectors_before` the packed semantic vector of those with a smaller id (else NULL). The last
-    parameter is the session's id."""
-    vector, join = "NULL", ""
-    if vectors_before is not None:
-        vector = "v.vector"
-        # The bound on the vector's own key, not on t.id: both become conditions of the index scan, and
-        # for a candidate inside the window (its id = the key, but the key < the window start) they
-        # contradict each other, so PostgreSQL reads nothing, instead of fetching the vector and
-        # dropping it in a join filter (up to 200 lookups a search).
-        join = f" LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND v.message_id < {int(vectors_before)}"
-    return (
-        f"SELECT {ROW_COLUMNS}, {vector} FROM {candidates}"
-        f" JOIN conversations_message AS t ON t.id = c.id{join} WHERE t.session_id = %s"
-    )
-
-
-# What ranking reads of a candidate (table alias `t`): its terms and context for BM25F, its time for
-# the date cue, and the start of its text for the speaker cue.
-ROW_COLUMNS = f"t.id, t.search_terms, t.search_context, t.created_at, substr(t.search_text, 1, {cues.LABEL_CHARS})"
-
-
 def _aware(value: datetime | str) -> datetime:
     """A raw SQLite cursor returns the stored UTC text; PostgreSQL already returns an aware datetime."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     parsed = parse_datetime(value)
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _day(value: datetime | str) -> str:
+    """The UTC day of a message's `created_at` as a raw cursor returns it (SQLite's stored UTC text
+    starts with it; _aware parses, which a search would do for every candidate)."""
+    if isinstance(value, str):
+        return value[:10]
+    return _aware(value).astimezone(UTC).date().isoformat()
 
 
 def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
@@ -283,23 +265,25 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     )
     rows += _date_rows(session_id=session.pk, spans=spans, vectors_before=vectors_before, seen={row[0] for row in rows})
     similarity: dict[int, float] = {}
+    following: dict[int, float] = {}
     if near is not None:
         try:
-            similarity, rows = _semantic_side(session.pk, near.result(), rows)
+            similarity, following, rows = _semantic_side(session.pk, near.result(), rows)
         except Exception:  # a broken model install must cost the meaning, not the search
             logger.exception("semantic search failed; ranked by words only")
-            similarity = {}
+            similarity, following = {}, {}
     scored = _fused(
         rows=rows,
         weights=weights,
         stats=stats,
         similarity=similarity,
+        following=following,
         speaker=cues.named_speaker(query, chat_speakers),
         spans=spans,
     )
     if rerank is not None:
         try:
-            scored = _reranked(session.pk, scored, rerank)
+            scored = _reranked(session.pk, scored, rerank, {row[0]: _day(row[3]) for row in rows})
         except Exception:
             logger.exception("semantic search failed; ranked by words only")
     # A few more than asked: a message deleted since its vector was cached is dropped here.
@@ -340,7 +324,7 @@ def _speakers(session_id: int) -> set[str]:
     in_session = "= ANY(%s)" if connection.vendor == "postgresql" else "= %s"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT substr(search_text, 1, {cues.LABEL_CHARS}) FROM conversations_message"
+            f"SELECT substr(search_text, 1, {LABEL_CHARS}) FROM conversations_message"
             f" WHERE session_id {in_session} ORDER BY session_id DESC, id DESC LIMIT %s",
             [[session_id] if connection.vendor == "postgresql" else session_id, SPEAKER_SAMPLE],
         )
@@ -352,8 +336,6 @@ def _semantic_start(session_id: int, query: str, *, stats: _SessionStats):
     None) for an indexed chat (memory.semantic.ready); (None, the question's vector under way) for a
     chat still being indexed, whose best word candidates are re-ranked (`_reranked`); (None, None) when
     semantic search is off or could not start (logged: the search goes on by words)."""
-    from memory import semantic  # memory.semantic imports memory.search.cues: a cycle inside memory
-
     if not semantic.enabled():
         return None, None
     try:
@@ -365,29 +347,61 @@ def _semantic_start(session_id: int, query: str, *, stats: _SessionStats):
         return None, None
 
 
-def _reranked(session_id: int, scored: list[tuple[float, int]], query_vector) -> list[tuple[float, int]]:
+def _reranked(
+    session_id: int, scored: list[tuple[float, int]], query_vector, days: dict[int, str]
+) -> list[tuple[float, int]]:
     """`scored` with its best RERANKED_CANDIDATES re-scored by meaning, for a chat still being indexed:
     a half-indexed chat cannot be scanned without ranking what has no vector yet lower, so instead the
-    best word candidates get their vectors (stored, or encoded now for those still waiting) and
-    SEMANTIC_WEIGHT × their similarity's z-score among themselves is added to their scores."""
-    from memory import semantic  # memory.semantic imports memory.search.cues: a cycle inside memory
-
+    best word candidates and the messages after them get their vectors (stored, or encoded now for
+    those still waiting), and the parts of `_fused` that need vectors are added, with z-scores among
+    the re-ranked candidates: SEMANTIC_WEIGHT × their similarity, NEXT_WEIGHT × that of the message
+    after each, DAY_MEANING_WEIGHT × the best similarity among those of its day (`days`: id → day)."""
     head, tail = scored[:RERANKED_CANDIDATES], scored[RERANKED_CANDIDATES:]
     if len(head) < 2:
         return scored
+    ids = [message_id for _, message_id in head]
+    after = _following_ids(session_id, ids)
     similarity = semantic.candidate_similarities(
         session_id=session_id,
-        ids=[message_id for _, message_id in head],
+        ids=list(dict.fromkeys(ids + list(after.values()))),
         vector=query_vector.result(timeout=semantic.RESULT_SECONDS),
     )
-    values = list(similarity.values())
+    values = [similarity[message_id] for message_id in ids]
     mean = sum(values) / len(values)
     deviation = math.sqrt(sum((value - mean) ** 2 for value in values) / len(values)) or 1.0
+    meaning = {message_id: (similarity[message_id] - mean) / deviation for message_id in ids}
+    following = {
+        message_id: (similarity[next_id] - mean) / deviation
+        for message_id, next_id in after.items()
+        if next_id in similarity
+    }
+    best_meaning: dict = {}
+    for message_id in ids:
+        day = days.get(message_id)
+        best_meaning[day] = max(best_meaning.get(day, meaning[message_id]), meaning[message_id])
     head = [
-        (score + semantic.SEMANTIC_WEIGHT * (similarity[message_id] - mean) / deviation, message_id)
+        (
+            score
+            + semantic.SEMANTIC_WEIGHT * meaning[message_id]
+            + NEXT_WEIGHT * following.get(message_id, 0.0)
+            + DAY_MEANING_WEIGHT * best_meaning[days.get(message_id)],
+            message_id,
+        )
         for score, message_id in head
     ]
     return sorted(head + tail, reverse=True)
+
+
+def _following_ids(session_id: int, ids: list[int]) -> dict[int, int]:
+    """The id of the message after each of `ids` in the session (those that have one)."""
+    placeholders = ", ".join(["%s"] * len(ids))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.id, (SELECT min(n.id) FROM conversations_message AS n WHERE n.session_id = m.session_id"
+            f" AND n.id > m.id) FROM conversations_message AS m WHERE m.session_id = %s AND m.id IN ({placeholders})",
+            [session_id, *ids],
+        )
+        return {message_id: next_id for message_id, next_id in cursor.fetchall() if next_id is not None}
 
 
 def _lexical_rows(
@@ -439,8 +453,6 @@ def _date_rows(
         )
         params = [session_id, start, end, DATE_CANDIDATES, session_id]
         if connection.vendor == "postgresql" and vectors_before is not None:
-            from memory.search.postgres import binary_rows  # postgres.py imports this module: a cycle
-
             found = binary_rows(sql, params)
         else:
             with connection.cursor() as cursor:
@@ -453,12 +465,10 @@ def _date_rows(
     return rows
 
 
-def _semantic_side(session_id: int, near, rows: list[tuple]) -> tuple[dict[int, float], list[tuple]]:
+def _semantic_side(session_id: int, near, rows: list[tuple]) -> tuple[dict[int, float], dict[int, float], list[tuple]]:
     """Each candidate's similarity to the question as a z-score over the chat's window (its vector from
-    the window, or fetched with its row when older), and the rows of the nearest messages that are not
-    candidates yet, added to `rows`."""
-    from memory import semantic  # memory.semantic imports memory.search.cues: a cycle inside memory
-
+    the window, or fetched with its row when older), that of the message after it in the window, and
+    the rows of the nearest messages that are not candidates yet, added to `rows`."""
     older = {row[0]: row[5] for row in rows if row[5] is not None}
     similarity = semantic.similarities(near=near, ids=[row[0] for row in rows], vectors=older)
     seen = {row[0] for row in rows}
@@ -467,7 +477,12 @@ def _semantic_side(session_id: int, near, rows: list[tuple]) -> tuple[dict[int, 
         rows = rows + [(*row, None) for row in rows_by_id(ROW_COLUMNS, session_id=session_id, ids=new_ids)]
         similarity.update({message_id: near.nearest[message_id] for message_id in new_ids})
     mean, deviation = near.mean, near.deviation
-    return {message_id: (value - mean) / deviation for message_id, value in similarity.items()}, rows
+    following = semantic.next_similarities(near=near, ids=[row[0] for row in rows])
+    return (
+        {message_id: (value - mean) / deviation for message_id, value in similarity.items()},
+        {message_id: (value - mean) / deviation for message_id, value in following.items()},
+        rows,
+    )
 
 
 def _fused(
@@ -476,15 +491,16 @@ def _fused(
     weights: dict[str, float],
     stats: _SessionStats,
     similarity: dict[int, float],
+    following: dict[int, float],
     speaker: str | None,
     spans: list[tuple[datetime, datetime]],
 ) -> list[tuple[float, int]]:
     """(score, id) of every candidate, best first: z(BM25F) + SEMANTIC_WEIGHT × z(similarity) (0 for
-    a candidate without a vector) + SPEAKER_BOOST when the query names its speaker + DATE_BOOST when
-    it was written on a day the query names. BM25F's z-score is over the whole chat: messages that
-    are not candidates score 0."""
-    from memory import semantic  # memory.semantic imports memory.search.cues: a cycle inside memory
-
+    a candidate without a vector) + NEXT_WEIGHT × z(similarity of the message after it) +
+    DAY_WORDS_WEIGHT × the best z(BM25F) and DAY_MEANING_WEIGHT × the best z(similarity) among the
+    candidates of its day + SPEAKER_BOOST when the query names its speaker + DATE_BOOST when it was
+    written on a day the query names. BM25F's z-score is over the whole chat: messages that are not
+    candidates score 0."""
     lexical = [
         bm25f(
             terms=weights,
@@ -500,11 +516,20 @@ def _fused(
     count = max(stats.messages, len(rows))
     mean = sum(lexical) / count
     deviation = math.sqrt(max(0.0, sum(score * score for score in lexical) / count - mean * mean)) or 1.0
+    words = [(score - mean) / deviation for score in lexical]
+    meaning = [similarity.get(row[0], 0.0) for row in rows]
+    days = [_day(row[3]) for row in rows]
+    best_words: dict = {}
+    best_meaning: dict = {}
+    for day, word_score, meaning_score in zip(days, words, meaning, strict=True):
+        best_words[day] = max(best_words.get(day, word_score), word_score)
+        best_meaning[day] = max(best_meaning.get(day, meaning_score), meaning_score)
     scored = []
-    for row, lexical_score in zip(rows, lexical, strict=True):
+    for row, word_score, meaning_score, day in zip(rows, words, meaning, days, strict=True):
         message_id, _, _, created_at, start = row[:5]
-        score = (lexical_score - mean) / deviation
-        score += semantic.SEMANTIC_WEIGHT * similarity.get(message_id, 0.0)
+        score = word_score + semantic.SEMANTIC_WEIGHT * meaning_score
+        score += NEXT_WEIGHT * following.get(message_id, 0.0)
+        score += DAY_WORDS_WEIGHT * best_words[day] + DAY_MEANING_WEIGHT * best_meaning[day]
         if speaker is not None and cues.speaker_label(start or "") == speaker:
             score += SPEAKER_BOOST
         if spans:

@@ -19,25 +19,16 @@ from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
 from memory.search.text import fold
+from memory.speakers import LABEL_RE
 
-# "Name:" or "First Last:" at the start of a message: one to three capitalised words.
-_LABEL_RE = re.compile(r"([A-Z][\w'’.-]{0,30}(?: [A-Z][\w'’.-]{0,30}){0,2}):\s")
-# Characters of a message's start that hold its label.
-LABEL_CHARS = 64
 # A label is a speaker of the chat when it starts at least this share of the messages looked at.
 SPEAKER_SHARE = 0.2
 
 
 def speaker_label(text: str) -> str | None:
     """The speaker label a message starts with ("Caroline" of "Caroline: Hi"), folded, or None."""
-    match = _LABEL_RE.match(text)
+    match = LABEL_RE.match(text)
     return fold(match.group(1)) if match else None
-
-
-def without_label(text: str) -> str:
-    """The message's text without its speaker label: what it says, not who says it."""
-    match = _LABEL_RE.match(text)
-    return text[match.end() :] if match else text
 
 
 def speakers(starts: Iterable[str]) -> set[str]:

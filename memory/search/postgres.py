@@ -20,15 +20,11 @@ COPY updates them once per statement, not per row.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import connection
 
-from memory.search import shortlist_sql
+from memory.search.shortlist import Lookup, shortlist_sql
 from memory.search.text import index_prefix
-
-if TYPE_CHECKING:
-    from memory.search import Lookup
+from memory.semantic.postgres import binary_rows
 
 # Once a term is in this many messages of a session, its new postings go into blocks of ids, and its
 # plain posting list stops growing. Blocks hold 2**BLOCK_BITS ids: a bounded lookup reads on average
@@ -354,17 +350,3 @@ CANDIDATES_INSTALL = [
 CANDIDATES_UNINSTALL = [
     "DROP FUNCTION IF EXISTS memory_search_candidates(text[], float8[], bigint[], bigint, integer)",
 ]
-
-
-def binary_rows(sql: str, params: list) -> list[tuple]:
-    """The rows of `sql`, received in binary: Django's cursors bind parameters on the client, and
-    those receive every value as text — bytea as hex, several times the bytes of a chat's window of
-    vectors. A plain psycopg cursor on the same connection (and transaction) takes them in binary. Rows
-    of text alone gain nothing from it (server-side binding costs more than it saves): only rows with
-    vectors come this way."""
-    import psycopg
-
-    connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(sql, params, binary=True)
-        return cursor.fetchall()

@@ -13,15 +13,10 @@ maintained by the same triggers; ranking reads them instead of counting postings
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import connection
 
-from memory.search import shortlist_sql
+from memory.search.shortlist import Lookup, shortlist_sql
 from memory.search.text import index_prefix
-
-if TYPE_CHECKING:
-    from memory.search import Lookup
 
 
 def _prefixed(row: str) -> str:

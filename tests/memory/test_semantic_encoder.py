@@ -1,4 +1,5 @@
-"""The numpy sentence encoder (memory.semantic.encoder) against the official all-MiniLM-L6-v2.
+"""The sentence encoder (memory.semantic.encoder: one ONNX graph, float32 or 8-bit) against the official
+all-MiniLM-L6-v2.
 
 data/minilm_reference.json holds the vectors sentence-transformers computes for a dozen texts (short,
 long enough to be truncated, empty, accented, emoji, JSON, punctuation), rounded to 6 decimals."""
@@ -100,7 +101,7 @@ def test_query_encoder_keeps_meaning_apart() -> None:
     assert question @ paraphrase > question @ unrelated + 0.1
 
 
-def test_query_encoder_without_onnxruntime_is_the_float32_encoder(monkeypatch) -> None:
+def test_query_encoder_without_its_8_bit_graph_is_the_float32_encoder(monkeypatch) -> None:
     monkeypatch.setattr(encoder._model(), "_quantized", None)
 
     vector = encoder.encode_query("What did we decide about pricing?")
@@ -109,10 +110,14 @@ def test_query_encoder_without_onnxruntime_is_the_float32_encoder(monkeypatch) -
 
 
 def test_query_encoder_that_cannot_be_built_logs_and_falls_back(monkeypatch, caplog) -> None:
-    def broken(model):
-        raise RuntimeError("no such operator")
+    graph = encoder._graph
 
-    monkeypatch.setattr(encoder, "_quantized_graph", broken)
+    def broken(model, *, eight_bit):
+        if eight_bit:
+            raise RuntimeError("no such operator")
+        return graph(model, eight_bit=eight_bit)
+
+    monkeypatch.setattr(encoder, "_graph", broken)
     monkeypatch.setattr(encoder._model(), "_quantized", encoder._UNBUILT)
 
     vector = encoder.encode_query("What did we decide about pricing?")
@@ -138,14 +143,22 @@ def test_the_model_directory_follows_the_setting(settings, tmp_path) -> None:
     assert encoder.encode(["hello"]).shape == (1, encoder.DIMENSIONS)
 
 
-def test_without_onnx_installed_questions_are_encoded_in_float32_quietly(monkeypatch, caplog) -> None:
+def test_float32_and_8_bit_vectors_come_from_one_graph_builder() -> None:
+    model = encoder._model()
+    float_graph, eight_bit_graph = encoder._graph(model, eight_bit=False), encoder._graph(model, eight_bit=True)
+
+    def operators(graph) -> set[str]:
+        return {node.op_type for node in graph.graph.node}
+
+    # The same layers, the dense products in floats or in 8-bit integers.
+    assert operators(float_graph) - {"MatMul"} <= operators(eight_bit_graph)
+    assert "MatMulInteger" not in operators(float_graph)
+    assert {"MatMulInteger", "DynamicQuantizeLinear"} <= operators(eight_bit_graph)
+
+
+def test_onnx_and_onnxruntime_are_required(monkeypatch) -> None:
     import sys
 
-    monkeypatch.setitem(sys.modules, "onnx", None)  # `import onnx` raises ImportError
-    monkeypatch.setattr(encoder._model(), "_quantized", encoder._UNBUILT)
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` raises ImportError
 
-    vector = encoder.encode_query("What did we decide about pricing?")
-
-    assert encoder._model().quantized() is None
-    np.testing.assert_array_equal(vector, encoder.encode(["What did we decide about pricing?"])[0])
-    assert "could not be built" not in caplog.text  # a missing optional part is not an error
+    assert "the Python package 'onnxruntime'" in encoder._missing()
