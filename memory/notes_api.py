@@ -6,8 +6,8 @@ from typing import Any
 
 from django.http import HttpRequest
 from ninja import Query, Router, Status
-from ninja.errors import HttpError
 
+from conversations.api import owned_session
 from conversations.models import Session
 from conversations.schemas import ErrorOut
 from conversations.selectors import session_get
@@ -30,7 +30,6 @@ router = Router(tags=["memory notes"])
 
 ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
 WRITE_ERRORS = {**ERRORS, 403: ErrorOut, 413: ErrorOut}
-NO_CHAT = "No such chat."
 
 
 def _source(item: Any) -> dict[str, Any]:
@@ -53,10 +52,9 @@ def note_out(note) -> NoteOut:
 def _chat(request: HttpRequest, params: NoteChatIn, scope: str | None = None) -> Session | None:
     """The chat the request names; 404 (HttpError) when it is needed — for anything but a profile
     note — and it does not exist or is another user's."""
-    session = session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
-    if session is None and scope != NoteScope.PROFILE:
-        raise HttpError(404, NO_CHAT)
-    return session
+    if scope != NoteScope.PROFILE:
+        return owned_session(request, agent_slug=params.agent, chat_id=params.chat_id)
+    return session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
 
 
 def _refused(exc: NoteError) -> Status:

@@ -57,6 +57,20 @@ def fake_anthropic(settings, monkeypatch) -> Iterator[FakeAnthropic]:
 
 
 @pytest.fixture
+def model(fake_anthropic, settings):
+    """The fake Messages API, answering at once (no retries)."""
+    settings.BUDDY_LLM_RETRIES = 0
+    return fake_anthropic
+
+
+@pytest.fixture
+def api(client, user):
+    """The test client signed in as `user`."""
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def user(django_user_model):
     return django_user_model.objects.create_user(username="alice", password="wonderland-pass-1", first_name="Alice")
 

@@ -19,12 +19,6 @@ pytestmark = pytest.mark.django_db
 SURROGATE, NUL = "x\\ud800y", "a\\u0000b"  # as they arrive in a JSON body
 
 
-@pytest.fixture
-def api(client, user):
-    client.force_login(user)
-    return client
-
-
 def post_prompt(client: Client, body: str, **headers: str):
     return client.post("/prompt", data=body, content_type="application/json", headers=headers)
 

@@ -21,18 +21,6 @@ from devtools.servers import daphne
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def api(client, user):
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def model(fake_anthropic, settings):
-    settings.BUDDY_LLM_RETRIES = 0
-    return fake_anthropic
-
-
 def post(client, text, headers=None, **fields):
     return client.post("/prompt", {"text": text, **fields}, content_type="application/json", headers=headers or {})
 

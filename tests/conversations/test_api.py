@@ -10,12 +10,6 @@ from conversations.services import message_append
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def api(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_history_says_what_started_each_turn(api, session, user, agent):
     typed = message_append(session=session, role="user", content="Plan my day")
     reply = message_append(session=session, role="assistant", content="Sure.")

@@ -137,12 +137,6 @@ def test_usage_splits_cache_writes_by_lifetime():
 # --- through the fake Messages API -------------------------------------------------------------
 
 
-@pytest.fixture
-def model(fake_anthropic, settings):
-    settings.BUDDY_LLM_RETRIES = 0
-    return fake_anthropic
-
-
 def breakpoints(request_body) -> list[str]:
     """The lifetimes of a request's breakpoints, in prompt order (tools, system, messages)."""
     blocks = [*request_body["tools"], *request_body["system"]]

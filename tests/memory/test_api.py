@@ -15,12 +15,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def api(client, user):
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
 def archive(session):
     for i in range(23):
         message_append(session=session, role="user" if i % 2 == 0 else "assistant", content=f"message {i}")
