@@ -258,7 +258,7 @@ class _Model:
         return self._float
 
     def quantized(self) -> _Layers | None:
-        """The encoder layers with 8-bit weights, built on first use (~1 s); None where the session
+        """The encoder layers with 8-bit weights, built on first use; None where the session
         cannot be built (logged once)."""
         if self._quantized is _UNBUILT:
             with _lock:
