@@ -292,9 +292,8 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
             scored = _reranked(session.pk, scored, rerank, {row[0]: _day(row[3]) for row in rows})
         except Exception:
             logger.exception("semantic search failed; ranked by words only")
-    scored = _diversified(scored, {row[0]: row[1] for row in rows})
     # A few more than asked: a message deleted since its vector was cached is dropped here.
-    scored = scored[: limit + 5]
+    scored = _diversified(scored, {row[0]: row[1] for row in rows}, count=limit + 5)
     if not scored:
         return []
     details = {
@@ -324,27 +323,28 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     return hits
 
 
-def _diversified(scored: list[tuple[float, int]], bodies: dict[int, str]) -> list[tuple[float, int]]:
-    """`scored` (best first) with the results after the best DIVERSE_AFTER picked for what they add: each
-    next one is, among the following DIVERSE_POOL, the one with the highest score minus
+def _diversified(scored: list[tuple[float, int]], bodies: dict[int, str], *, count: int) -> list[tuple[float, int]]:
+    """The first `count` of `scored` (best first), those after the best DIVERSE_AFTER picked for what
+    they add: each next one is, among the following DIVERSE_POOL, the one with the highest score minus
     REDUNDANCY_PENALTY × its largest Jaccard overlap of terms with a result already picked (`bodies`:
     id → stored terms). A near-copy of a result above (the same words said twice, a reply that repeats
-    them) gives its slot to a message that may hold other evidence; the rest follow by score."""
+    them) gives its slot to a message that may hold other evidence."""
     head, pool = scored[:DIVERSE_AFTER], scored[DIVERSE_AFTER : DIVERSE_AFTER + DIVERSE_POOL]
-    if not head or not pool or REDUNDANCY_PENALTY <= 0:
-        return scored
+    if count <= DIVERSE_AFTER or not head or not pool or REDUNDANCY_PENALTY <= 0:
+        return scored[:count]
     terms = {message_id: set(bodies.get(message_id, "").split()) for _, message_id in head + pool}
-    # The largest overlap of each pool message with the results picked so far, updated per pick.
-    overlap = {message_id: 0.0 for _, message_id in pool}
+    # The largest overlap of each message of the pool with the results picked so far, updated per pick.
+    overlap = dict.fromkeys((message_id for _, message_id in pool), 0.0)
     for _, picked in head:
         _update_overlap(overlap, terms, picked)
     picked_rows = list(head)
-    while pool:
+    while pool and len(picked_rows) < count:
         best = max(pool, key=lambda row: row[0] - REDUNDANCY_PENALTY * overlap[row[1]])
         pool.remove(best)
+        del overlap[best[1]]
         picked_rows.append(best)
         _update_overlap(overlap, terms, best[1])
-    return picked_rows + scored[DIVERSE_AFTER + DIVERSE_POOL :]
+    return (picked_rows + pool + scored[DIVERSE_AFTER + DIVERSE_POOL :])[:count]
 
 
 def _update_overlap(overlap: dict[int, float], terms: dict[int, set[str]], picked: int) -> None:
