@@ -23,6 +23,9 @@ The database finds candidates, Python ranks them, the same way on both backends:
    of those two z-scores among the candidates written on its day (what a day's conversation was
    about), plus SPEAKER_BOOST when the query names its speaker and DATE_BOOST when it was written on a
    day the query names.
+5. The best DIVERSE_AFTER come first; each result after them is picked among the next DIVERSE_POOL
+   by its score minus REDUNDANCY_PENALTY × its largest term overlap with a result above
+   (`_diversified`), so that near-copies do not take the slots of other evidence.
 
 Higher scores are better. The constants were chosen on real conversations (bench/recall.py; the
 figures and each part's share are in docs/benchmarks.md).
@@ -328,7 +331,8 @@ def _diversified(scored: list[tuple[float, int]], bodies: dict[int, str], *, cou
     they add: each next one is, among the following DIVERSE_POOL, the one with the highest score minus
     REDUNDANCY_PENALTY × its largest Jaccard overlap of terms with a result already picked (`bodies`:
     id → stored terms). A near-copy of a result above (the same words said twice, a reply that repeats
-    them) gives its slot to a message that may hold other evidence."""
+    them) gives its slot to a message that may hold other evidence. A picked result's score is its own
+    minus that penalty."""
     head, pool = scored[:DIVERSE_AFTER], scored[DIVERSE_AFTER : DIVERSE_AFTER + DIVERSE_POOL]
     if count <= DIVERSE_AFTER or not head or not pool or REDUNDANCY_PENALTY <= 0:
         return scored[:count]
@@ -341,10 +345,13 @@ def _diversified(scored: list[tuple[float, int]], bodies: dict[int, str], *, cou
     while pool and len(picked_rows) < count:
         best = max(pool, key=lambda row: row[0] - REDUNDANCY_PENALTY * overlap[row[1]])
         pool.remove(best)
-        del overlap[best[1]]
-        picked_rows.append(best)
+        picked_rows.append((best[0] - REDUNDANCY_PENALTY * overlap.pop(best[1]), best[1]))
         _update_overlap(overlap, terms, best[1])
-    return (picked_rows + pool + scored[DIVERSE_AFTER + DIVERSE_POOL :])[:count]
+    # Each result's score is the one that placed it, never above the one before (best first).
+    ordered = []
+    for score, message_id in (picked_rows + pool + scored[DIVERSE_AFTER + DIVERSE_POOL :])[:count]:
+        ordered.append((min(score, ordered[-1][0]) if ordered else score, message_id))
+    return ordered
 
 
 def _update_overlap(overlap: dict[int, float], terms: dict[int, set[str]], picked: int) -> None:

@@ -719,10 +719,11 @@ def test_results_after_the_first_five_skip_near_copies_of_those_above(session, m
     ]
     other = say(session, "user", "The old lighthouse on the cliff stood empty for a century.")
 
-    diverse = ids(search_history(session=session, query="lighthouse keeper", limit=6))
+    diverse = search_history(session=session, query="lighthouse keeper", limit=6)
     monkeypatch.setattr(search, "REDUNDANCY_PENALTY", 0.0)
     by_score = ids(search_history(session=session, query="lighthouse keeper", limit=6))
 
     assert by_score[5] in {copy.id for copy in copies}
-    assert diverse[:5] == by_score[:5]
-    assert diverse[5] == other.id
+    assert ids(diverse)[:5] == by_score[:5]
+    assert ids(diverse)[5] == other.id
+    assert all(a.score >= b.score for a, b in zip(diverse, diverse[1:], strict=False))
