@@ -250,6 +250,7 @@ def main() -> None:
     run("`LIKE` per word, most words first", lambda: like_ranker(chats, per_word=True))
     run("FTS5 baseline (porter, OR, neighbours 0.3)", lambda: fts5_ranker(conversations))
     run("default, right after the import (no vectors)", lambda: rank)
+    run("right after the import, without diversity", lambda: rank, REDUNDANCY_PENALTY=0.0)
     chats.index(share=0.5)
     run("default, half of each chat indexed", lambda: rank)
     chats.index()
@@ -265,7 +266,8 @@ def main() -> None:
         ("words + speaker cue", "off", {**no_neighbours, "DATE_BOOST": 0.0}),
         ("words + date cue", "off", {**no_neighbours, "SPEAKER_BOOST": 0.0}),
         ("words + speaker + date cues", "off", no_neighbours),
-        ("words + cues + best words of the day (semantic search off)", "off", {}),
+        ("words + cues + best words of the day (semantic search off)", "off", {"REDUNDANCY_PENALTY": 0.0}),
+        ("words + cues + day + diversity (semantic search off)", "off", {}),
         ("default without the speaker cue", "on", {"SPEAKER_BOOST": 0.0}),
         ("default without the date cue", "on", {"DATE_BOOST": 0.0}),
         ("default with the date cue at 1", "on", {"DATE_BOOST": 1.0}),
@@ -274,6 +276,7 @@ def main() -> None:
         ("default without the best words of the day", "on", {"DAY_WORDS_WEIGHT": 0.0}),
         ("default without the best meaning of the day", "on", {"DAY_MEANING_WEIGHT": 0.0}),
         ("default without the next message and the day", "on", no_neighbours),
+        ("default without diversity below the first five", "on", {"REDUNDANCY_PENALTY": 0.0}),
         ("**default, after indexing**", "on", {}),
     ]
     for name, mode, constants in rows:

@@ -23,6 +23,9 @@ The database finds candidates, Python ranks them, the same way on both backends:
    of those two z-scores among the candidates written on its day (what a day's conversation was
    about), plus SPEAKER_BOOST when the query names its speaker and DATE_BOOST when it was written on a
    day the query names.
+5. The best DIVERSE_AFTER come first; each result after them is picked among the next DIVERSE_POOL
+   by its score minus REDUNDANCY_PENALTY × its largest term overlap with a result above
+   (`_diversified`), so that near-copies do not take the slots of other evidence.
 
 Higher scores are better. The constants were chosen on real conversations (bench/recall.py; the
 figures and each part's share are in docs/benchmarks.md).
@@ -69,6 +72,12 @@ RERANKED_CANDIDATES = 20
 CANDIDATES_PER_TERM = 250
 RESCORED_CANDIDATES = 200
 MAX_LIMIT = 50
+# Diversity below the first results (`_diversified`): the results after the best DIVERSE_AFTER are
+# picked from the next DIVERSE_POOL by score minus REDUNDANCY_PENALTY × their largest term overlap
+# (Jaccard) with a result already picked.
+DIVERSE_AFTER = 5
+DIVERSE_POOL = 40
+REDUNDANCY_PENALTY = 16.0
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +296,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
         except Exception:
             logger.exception("semantic search failed; ranked by words only")
     # A few more than asked: a message deleted since its vector was cached is dropped here.
-    scored = scored[: limit + 5]
+    scored = _diversified(scored, {row[0]: row[1] for row in rows}, count=limit + 5)
     if not scored:
         return []
     details = {
@@ -315,6 +324,43 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
             )
         )
     return hits
+
+
+def _diversified(scored: list[tuple[float, int]], bodies: dict[int, str], *, count: int) -> list[tuple[float, int]]:
+    """The first `count` of `scored` (best first), those after the best DIVERSE_AFTER picked for what
+    they add: each next one is, among the following DIVERSE_POOL, the one with the highest score minus
+    REDUNDANCY_PENALTY × its largest Jaccard overlap of terms with a result already picked (`bodies`:
+    id → stored terms). A near-copy of a result above (the same words said twice, a reply that repeats
+    them) gives its slot to a message that may hold other evidence. A picked result's score is its own
+    minus that penalty."""
+    head, pool = scored[:DIVERSE_AFTER], scored[DIVERSE_AFTER : DIVERSE_AFTER + DIVERSE_POOL]
+    if count <= DIVERSE_AFTER or not head or not pool or REDUNDANCY_PENALTY <= 0:
+        return scored[:count]
+    terms = {message_id: set(bodies.get(message_id, "").split()) for _, message_id in head + pool}
+    # The largest overlap of each message of the pool with the results picked so far, updated per pick.
+    overlap = dict.fromkeys((message_id for _, message_id in pool), 0.0)
+    for _, picked in head:
+        _update_overlap(overlap, terms, picked)
+    picked_rows = list(head)
+    while pool and len(picked_rows) < count:
+        best = max(pool, key=lambda row: row[0] - REDUNDANCY_PENALTY * overlap[row[1]])
+        pool.remove(best)
+        picked_rows.append((best[0] - REDUNDANCY_PENALTY * overlap.pop(best[1]), best[1]))
+        _update_overlap(overlap, terms, best[1])
+    # Each result's score is the one that placed it, never above the one before (best first).
+    ordered = []
+    for score, message_id in (picked_rows + pool + scored[DIVERSE_AFTER + DIVERSE_POOL :])[:count]:
+        ordered.append((min(score, ordered[-1][0]) if ordered else score, message_id))
+    return ordered
+
+
+def _update_overlap(overlap: dict[int, float], terms: dict[int, set[str]], picked: int) -> None:
+    chosen = terms[picked]
+    for message_id, largest in overlap.items():
+        other = terms[message_id]
+        union = len(chosen | other)
+        if union:
+            overlap[message_id] = max(largest, len(chosen & other) / union)
 
 
 def _speakers(session_id: int) -> set[str]:

@@ -705,3 +705,25 @@ def test_endpoint_limit_bounds_are_accepted(client, session):
 
     assert len(client.get("/memory/search", {"q": "bananas", "limit": "50"}).json()["results"]) == 50
     assert len(client.get("/memory/search", {"q": "bananas", "limit": "1"}).json()["results"]) == 1
+
+
+def test_results_after_the_first_five_skip_near_copies_of_those_above(session, monkeypatch):
+    """Below the best DIVERSE_AFTER, a message that repeats the words of a result above gives its slot to
+    one that says something else (docs/search.md); with no redundancy penalty the copies stay."""
+    filler(session, 20)
+    for detail in ("painted the door red", "fixed the lamp", "counted the ships", "fed the gulls", "wrote the log"):
+        say(session, "user", f"The lighthouse keeper {detail}.")
+    copies = [
+        say(session, "assistant", "The lighthouse keeper painted the door red, the door red again."),
+        say(session, "assistant", "So the lighthouse keeper painted the door red, the red door."),
+    ]
+    other = say(session, "user", "The old lighthouse on the cliff stood empty for a century.")
+
+    diverse = search_history(session=session, query="lighthouse keeper", limit=6)
+    monkeypatch.setattr(search, "REDUNDANCY_PENALTY", 0.0)
+    by_score = ids(search_history(session=session, query="lighthouse keeper", limit=6))
+
+    assert by_score[5] in {copy.id for copy in copies}
+    assert ids(diverse)[:5] == by_score[:5]
+    assert ids(diverse)[5] == other.id
+    assert all(a.score >= b.score for a, b in zip(diverse, diverse[1:], strict=False))
