@@ -258,7 +258,7 @@ def main() -> None:
     no_neighbours = {"NEXT_WEIGHT": 0.0, "DAY_WORDS_WEIGHT": 0.0, "DAY_MEANING_WEIGHT": 0.0}
     rows = [
         (
-            "words: BM25F as before (b 0.9, context 0.8), no cues",
+            "words: BM25F b 0.9, context 0.8, no cues",
             "off",
             {**no_cues, **no_neighbours, "B": 0.9, "CONTEXT_WEIGHT": 0.8},
         ),
@@ -271,12 +271,14 @@ def main() -> None:
         ("default without the speaker cue", "on", {"SPEAKER_BOOST": 0.0}),
         ("default without the date cue", "on", {"DATE_BOOST": 0.0}),
         ("default with the date cue at 1", "on", {"DATE_BOOST": 1.0}),
-        ("default with BM25F as before (b 0.9, context 0.8)", "on", {"B": 0.9, "CONTEXT_WEIGHT": 0.8}),
+        ("default with BM25F b 0.9, context 0.8", "on", {"B": 0.9, "CONTEXT_WEIGHT": 0.8}),
         ("default without the next message's similarity", "on", {"NEXT_WEIGHT": 0.0}),
         ("default without the best words of the day", "on", {"DAY_WORDS_WEIGHT": 0.0}),
         ("default without the best meaning of the day", "on", {"DAY_MEANING_WEIGHT": 0.0}),
         ("default without the next message and the day", "on", no_neighbours),
         ("default without diversity below the first five", "on", {"REDUNDANCY_PENALTY": 0.0}),
+        ("default with 100 word candidates", "on", {"RESCORED_CANDIDATES": 100}),
+        ("default with 200 word candidates", "on", {"RESCORED_CANDIDATES": 200}),
         ("**default, after indexing**", "on", {}),
     ]
     for name, mode, constants in rows:

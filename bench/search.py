@@ -445,7 +445,7 @@ def bound_effect(session, queries: list[str]) -> None:
         search.CANDIDATES_PER_TERM, search.RESCORED_CANDIDATES = saved
     groups: dict[str, list[str]] = {"a rarer term": [], "only common terms": []}
     for q in queries:
-        _, term_stats = search._statistics(session.pk, query_terms(q))
+        _, term_stats, _ = search._statistics(session.pk, query_terms(q))
         common = all(df > search.CANDIDATES_PER_TERM for df, *_ in term_stats.values())
         groups["only common terms" if common else "a rarer term"].append(q)
     for name, group in groups.items():

@@ -33,8 +33,12 @@ figures and each part's share are in docs/benchmarks.md).
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -70,7 +74,9 @@ SPEAKER_SAMPLE = 40
 # In a chat still being indexed, the best candidates by words that are re-ranked by meaning.
 RERANKED_CANDIDATES = 20
 CANDIDATES_PER_TERM = 250
-RESCORED_CANDIDATES = 200
+# The word candidates that are scored: as many as ranks the LoCoMo answers as well as more do
+# (docs/benchmarks.md); each costs its row's transfer and its scoring.
+RESCORED_CANDIDATES = 150
 MAX_LIMIT = 50
 # Diversity below the first results (`_diversified`): the results after the best DIVERSE_AFTER are
 # picked from the next DIVERSE_POOL by score minus REDUNDANCY_PENALTY × their largest term overlap
@@ -125,27 +131,45 @@ def _backend():
     raise NotImplementedError(f"history search supports SQLite and PostgreSQL, not {connection.vendor}")
 
 
-def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None, dict[str, tuple]]:
-    """The session's statistics and, for those of `terms` it holds, their document frequency and the
-    index backend's own statistics of them (TERM_COLUMNS), in one query: a search is a handful of short
+def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None, dict[str, tuple], set[str]]:
+    """The session's statistics; for those of `terms` it holds, their document frequency and the index
+    backend's own statistics of them (TERM_COLUMNS); and the chat's speakers (cues.speakers, from the
+    starts of its newest SPEAKER_SAMPLE messages). In one query: a search is a handful of short
     queries, and each round trip counts."""
     terms = terms or [""]  # no term is empty: a query of dates alone matches none
     placeholders = ", ".join(["%s"] * len(terms))
     extra = "".join(f", t.{column}" for column in _backend().TERM_COLUMNS)
+    # The speakers' sample is a subquery that does not depend on the row: computed once. On
+    # PostgreSQL `= ANY(ARRAY[id])`, as conversations.window.selectors.session_messages_since explains:
+    # with `=`, the planner may walk the primary key back through every other chat's newer messages.
+    # On SQLite a JSON array: a label may hold any character, a separator included.
+    if connection.vendor == "postgresql":
+        starts, in_session, session_param = "array_agg(start)", "= ANY(%s)", [session_id]
+    else:
+        starts, in_session, session_param = "json_group_array(start)", "= %s", session_id
+    sample = (
+        f"(SELECT {starts} FROM (SELECT substr(search_text, 1, {LABEL_CHARS}) AS start"
+        f" FROM conversations_message WHERE session_id {in_session}"
+        " ORDER BY session_id DESC, id DESC LIMIT %s) AS sample)"
+    )
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT s.messages, s.body_terms, s.context_terms, s.first_id, s.last_id, coalesce(v.indexed, 0),"
-            f" t.term, t.df{extra}"
+            f" {sample}, t.term, t.df{extra}"
             " FROM memory_search_session AS s LEFT JOIN memory_search_term AS t"
             f" ON t.session_id = s.session_id AND t.term IN ({placeholders}) AND t.df > 0"
             " LEFT JOIN memory_vectorindex AS v ON v.session_id = s.session_id"
             " WHERE s.session_id = %s",
-            [*terms, session_id],
+            [session_param, SPEAKER_SAMPLE, *terms, session_id],
         )
         rows = cursor.fetchall()
     if not rows or rows[0][0] <= 0:
-        return None, {}
-    return _SessionStats(*rows[0][:6]), {row[6]: row[7:] for row in rows if row[6] is not None}
+        return None, {}, set()
+    starts = rows[0][6] or []
+    if isinstance(starts, str):
+        starts = json.loads(starts)
+    term_stats = {row[7]: row[8:] for row in rows if row[7] is not None}
+    return _SessionStats(*rows[0][:6]), term_stats, cues.speakers(starts)
 
 
 def idf(df: int, messages: int) -> float:
@@ -185,27 +209,37 @@ def bm25f(
     saturated once, so a long neighbour does not make the message itself count as long. `body` and
     `context` are terms as stored (joined by single spaces; the context's distinct,
     memory.search.text.context_terms)."""
-    # Counted in the stored strings, not in lists split from them: 200 candidates per search, and
-    # str.count runs in C. Spaces are doubled in the body because str.count finds matches that do not
-    # overlap, and " a " twice in " a a " shares a space.
-    body_norm = 1 - B + B * _length(body) / average_body
-    context_norm = 1 - B + B * _length(context) / average_context
-    spaced_body = " " + body.replace(" ", "  ") + " "
-    spaced_context = f" {context} "
-    score = 0.0
-    for term, weight in terms.items():
-        needle = f" {term} "
-        frequency = spaced_body.count(needle) / body_norm
-        if needle in spaced_context:
-            frequency += CONTEXT_WEIGHT / context_norm
-        if frequency:
-            score += weight * frequency * (K1 + 1) / (frequency + K1)
-    return score
+    return bm25f_many(
+        terms=terms, fields=[(body, context)], average_body=average_body, average_context=average_context
+    )[0]
 
 
-def _length(stored: str) -> int:
-    """The number of terms in stored terms (joined by single spaces)."""
-    return stored.count(" ") + 1 if stored else 0
+def bm25f_many(
+    *, terms: dict[str, float], fields: list[tuple[str, str]], average_body: float, average_context: float
+) -> list[float]:
+    """`bm25f` of each (body, context) of `fields`, in order: a search scores a few hundred."""
+    # Counted in the stored strings, not in lists split from them: str.count runs in C. Spaces are
+    # doubled in the body because str.count finds matches that do not overlap, and " a " twice in
+    # " a a " shares a space.
+    needles = [(f" {term} ", weight) for term, weight in terms.items()]
+    saturation, context_weight = K1 + 1, CONTEXT_WEIGHT
+    body_scale, context_scale = B / average_body, B / average_context
+    scores = []
+    for body, context in fields:
+        # 1 - B + B × length / average, the length counted as spaces + 1 (0 for an empty field).
+        body_norm = 1 - B + body_scale * (body.count(" ") + 1 if body else 0)
+        context_norm = 1 - B + context_scale * (context.count(" ") + 1 if context else 0)
+        spaced_body = " " + body.replace(" ", "  ") + " "
+        spaced_context = f" {context} "
+        score = 0.0
+        for needle, weight in needles:
+            frequency = spaced_body.count(needle) / body_norm
+            if needle in spaced_context:
+                frequency += context_weight / context_norm
+            if frequency:
+                score += weight * frequency * saturation / (frequency + K1)
+        scores.append(score)
+    return scores
 
 
 def rows_by_id(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
@@ -239,7 +273,9 @@ def _day(value: datetime | str) -> str:
     starts with it; _aware parses, which a search would do for every candidate)."""
     if isinstance(value, str):
         return value[:10]
-    return _aware(value).astimezone(UTC).date().isoformat()
+    if value.tzinfo is None:
+        return value.date().isoformat()
+    return value.astimezone(UTC).date().isoformat()
 
 
 def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
@@ -255,12 +291,14 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     spans = cues.date_spans(query)
     if not terms and not spans:
         return []
-    stats, term_stats = _statistics(session.pk, terms)
+    early = _early_encoding(session.pk, query)
+    stats, term_stats, chat_speakers = _statistics(session.pk, terms)
     if stats is None:
         return []
-    chat_speakers = _speakers(session.pk)
+    _speakers_seen(session.pk, chat_speakers)
     encoder_query = cues.without_names(query, chat_speakers) or query
-    near, rerank = _semantic_start(session.pk, encoder_query, stats=stats)
+    encoding = early[1] if early is not None and early[0] == encoder_query else None
+    near, rerank = _semantic_start(session.pk, encoder_query, stats=stats, encoding=encoding)
     terms = [term for term in terms if term in term_stats]
     weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
     vectors_before = near.window_start if near is not None else None
@@ -330,23 +368,46 @@ def _diversified(scored: list[tuple[float, int]], bodies: dict[int, str], *, cou
     """The first `count` of `scored` (best first), those after the best DIVERSE_AFTER picked for what
     they add: each next one is, among the following DIVERSE_POOL, the one with the highest score minus
     REDUNDANCY_PENALTY × its largest Jaccard overlap of terms with a result already picked (`bodies`:
-    id → stored terms). A near-copy of a result above (the same words said twice, a reply that repeats
-    them) gives its slot to a message that may hold other evidence. A picked result's score is its own
-    minus that penalty."""
+    id → stored terms; the first of equals in `scored`'s order). A near-copy of a result above (the
+    same words said twice, a reply that repeats them) gives its slot to a message that may hold other
+    evidence. A picked result's score is its own minus that penalty.
+
+    A penalty only grows as results are picked, so each pick walks the pool best first and stops at
+    the first score no better than the best penalised one found: most of the pool is never compared,
+    and a message is compared only with the results picked since it last was."""
     head, pool = scored[:DIVERSE_AFTER], scored[DIVERSE_AFTER : DIVERSE_AFTER + DIVERSE_POOL]
     if count <= DIVERSE_AFTER or not head or not pool or REDUNDANCY_PENALTY <= 0:
         return scored[:count]
-    terms = {message_id: set(bodies.get(message_id, "").split()) for _, message_id in head + pool}
-    # The largest overlap of each message of the pool with the results picked so far, updated per pick.
-    overlap = dict.fromkeys((message_id for _, message_id in pool), 0.0)
-    for _, picked in head:
-        _update_overlap(overlap, terms, picked)
+    terms: dict[int, frozenset[str]] = {}
+
+    def terms_of(message_id: int) -> frozenset[str]:
+        found = terms.get(message_id)
+        if found is None:
+            found = terms[message_id] = frozenset(bodies.get(message_id, "").split())
+        return found
+
+    picked_terms = [terms_of(message_id) for _, message_id in head]
+    # Per message of the pool: its largest overlap so far, and with how many of picked_terms.
+    overlaps = {message_id: (0.0, 0) for _, message_id in pool}
     picked_rows = list(head)
     while pool and len(picked_rows) < count:
-        best = max(pool, key=lambda row: row[0] - REDUNDANCY_PENALTY * overlap[row[1]])
-        pool.remove(best)
-        picked_rows.append((best[0] - REDUNDANCY_PENALTY * overlap.pop(best[1]), best[1]))
-        _update_overlap(overlap, terms, best[1])
+        best_index, best_value = 0, -math.inf
+        for index, (score, message_id) in enumerate(pool):
+            if score <= best_value:
+                break
+            largest, compared = overlaps[message_id]
+            if compared < len(picked_terms):
+                own = terms_of(message_id)
+                for other in picked_terms[compared:]:
+                    shared = len(own & other)
+                    if shared:  # Jaccard: shared terms over all terms of the two
+                        largest = max(largest, shared / (len(own) + len(other) - shared))
+                overlaps[message_id] = (largest, len(picked_terms))
+            if score - REDUNDANCY_PENALTY * largest > best_value:
+                best_index, best_value = index, score - REDUNDANCY_PENALTY * largest
+        _, message_id = pool.pop(best_index)
+        picked_rows.append((best_value, message_id))
+        picked_terms.append(terms_of(message_id))
     # Each result's score is the one that placed it, never above the one before (best first).
     ordered = []
     for score, message_id in (picked_rows + pool + scored[DIVERSE_AFTER + DIVERSE_POOL :])[:count]:
@@ -354,40 +415,55 @@ def _diversified(scored: list[tuple[float, int]], bodies: dict[int, str], *, cou
     return ordered
 
 
-def _update_overlap(overlap: dict[int, float], terms: dict[int, set[str]], picked: int) -> None:
-    chosen = terms[picked]
-    for message_id, largest in overlap.items():
-        other = terms[message_id]
-        union = len(chosen | other)
-        if union:
-            overlap[message_id] = max(largest, len(chosen & other) / union)
+# The speakers of the chats searched lately in this process (`_early_encoding`), at most SPEAKERS_KEPT.
+SPEAKERS_KEPT = 10_000
+_speakers_lately: OrderedDict[int, set[str]] = OrderedDict()
+_speakers_lock = threading.Lock()
 
 
-def _speakers(session_id: int) -> set[str]:
-    """The chat's speakers (cues.speakers), from the starts of its newest SPEAKER_SAMPLE messages."""
-    # On PostgreSQL `= ANY(ARRAY[id])`, as conversations.window.selectors.session_messages_since explains:
-    # with `=`, the planner may walk the primary key back through every other chat's newer messages.
-    in_session = "= ANY(%s)" if connection.vendor == "postgresql" else "= %s"
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT substr(search_text, 1, {LABEL_CHARS}) FROM conversations_message"
-            f" WHERE session_id {in_session} ORDER BY session_id DESC, id DESC LIMIT %s",
-            [[session_id] if connection.vendor == "postgresql" else session_id, SPEAKER_SAMPLE],
-        )
-        return cues.speakers(start for (start,) in cursor.fetchall())
+def _early_encoding(session_id: int, query: str) -> tuple[str, Future] | None:
+    """(text, its vector under way) of the question as the semantic side will encode it if the chat's
+    speakers are still those of its last search in this process: started before the chat's statistics
+    are read (which tell its speakers), so that the encoding, the longest part of a search, runs beside
+    that query too. The search uses it only if the text it needs is this one. None when there was no
+    search of the chat yet, or semantic search is off."""
+    with _speakers_lock:
+        speakers = _speakers_lately.get(session_id)
+    if speakers is None or not semantic.enabled():
+        return None
+    text = cues.without_names(query, speakers) or query
+    try:
+        return text, semantic.query_vector(text)
+    except Exception:  # the search starts it again, and says why if it fails again
+        return None
 
 
-def _semantic_start(session_id: int, query: str, *, stats: _SessionStats):
+def _speakers_seen(session_id: int, speakers: set[str]) -> None:
+    with _speakers_lock:
+        _speakers_lately[session_id] = speakers
+        _speakers_lately.move_to_end(session_id)
+        while len(_speakers_lately) > SPEAKERS_KEPT:
+            _speakers_lately.popitem(last=False)
+
+
+def _semantic_start(session_id: int, query: str, *, stats: _SessionStats, encoding: Future | None = None):
     """The search's semantic side, started to run beside the word lookup: (memory.semantic.nearest,
     None) for an indexed chat (memory.semantic.ready); (None, the question's vector under way) for a
     chat still being indexed, whose best word candidates are re-ranked (`_reranked`); (None, None) when
-    semantic search is off or could not start (logged: the search goes on by words)."""
+    semantic search is off or could not start (logged: the search goes on by words). `encoding`: the
+    question's vector already under way (`_early_encoding`)."""
     if not semantic.enabled():
         return None, None
     try:
         if semantic.ready(messages=stats.messages, indexed=stats.indexed):
-            return semantic.nearest(session_id=session_id, query=query), None
-        return None, semantic.query_vector(query)
+            return semantic.nearest(
+                session_id=session_id,
+                query=query,
+                indexed=stats.indexed,
+                messages=stats.messages,
+                encoding=encoding,
+            ), None
+        return None, encoding or semantic.query_vector(query)
     except Exception:
         logger.exception("semantic search failed; ranked by words only")
         return None, None
@@ -472,7 +548,7 @@ def _lexical_rows(
         )
         for term, weight in weights.items()
     ]
-    # The shortlist and its rows in one statement: one round trip, and no 200 ids sent back.
+    # The shortlist and its rows in one statement: one round trip, and no ids sent back.
     return list(
         _backend().candidates(
             session_id=session_id,
@@ -547,18 +623,16 @@ def _fused(
     candidates of its day + SPEAKER_BOOST when the query names its speaker + DATE_BOOST when it was
     written on a day the query names. BM25F's z-score is over the whole chat: messages that are not
     candidates score 0."""
-    lexical = [
-        bm25f(
+    lexical = (
+        bm25f_many(
             terms=weights,
-            body=body,
-            context=context,
+            fields=[(row[1], row[2]) for row in rows],
             average_body=stats.average_body,
             average_context=stats.average_context,
         )
         if weights
-        else 0.0
-        for _, body, context, *_ in rows
-    ]
+        else [0.0] * len(rows)
+    )
     count = max(stats.messages, len(rows))
     mean = sum(lexical) / count
     deviation = math.sqrt(max(0.0, sum(score * score for score in lexical) / count - mean * mean)) or 1.0

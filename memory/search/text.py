@@ -185,14 +185,11 @@ def term_of(word: str) -> str:
     return stem
 
 
-def tokens_with_spans(text: str) -> Iterator[tuple[str, int, int]]:
+def tokens_with_spans(text: str) -> list[tuple[str, int, int]]:
     """(folded token, start, end) for every token of `text`, offsets into `text` itself."""
-    if text.isascii():
-        for match in _TOKEN_RE.finditer(text):
-            yield match.group().lower(), match.start(), match.end()
-        return
-    for match in _TOKEN_RE.finditer(text):
-        yield fold(match.group()), match.start(), match.end()
+    if text.isascii():  # lowering ASCII keeps every offset, and which characters are word characters
+        return [(match.group(), *match.span()) for match in _TOKEN_RE.finditer(text.lower())]
+    return [(fold(match.group()), *match.span()) for match in _TOKEN_RE.finditer(text)]
 
 
 def _terms(text: str, stop_words: frozenset[str]) -> Iterator[str]:
@@ -264,7 +261,7 @@ def snippet(text: str, terms: Iterable[str], *, window: int = SNIPPET_TOKENS) ->
     # Stemming only rewrites endings (and a few irregular forms), so a token can only match a term it
     # shares its first letters with: the cheap test spares stemming every word of a long message.
     starts = {term[:2] for term in wanted}
-    tokens = list(tokens_with_spans(text))
+    tokens = tokens_with_spans(text)
     hits = [
         index
         for index, (token, _, _) in enumerate(tokens)

@@ -293,13 +293,23 @@ class Pending:
         return self.future.result(timeout=RESULT_SECONDS)
 
 
-def nearest(*, session_id: int, query: str) -> Pending:
+def nearest(
+    *,
+    session_id: int,
+    query: str,
+    indexed: int | None = None,
+    messages: int | None = None,
+    encoding: Future | None = None,
+) -> Pending:
     """Start a search's semantic side: the question is encoded on the pool, and the window scanned by
     the thread that finishes the encoding, while the caller looks up the words; only reading the window
-    (a query for the vectors written since the last search) happens here, on the caller's connection.
-    No thread waits for another."""
-    encoding = query_vector(query)
-    window = _window(session_id)
+    (a query for the vectors written since the last search, skipped when `indexed`, the chat's
+    VectorIndex count as the caller just read it, shows none was; `messages`, the chat's count of
+    messages, tells a chat that fits in a window, whose vectors are read whole) happens here, on the
+    caller's connection. No thread waits for another. `encoding`: the query's vector already under way
+    (query_vector), if the caller started it."""
+    encoding = encoding or query_vector(query)
+    window = _window(session_id, indexed=indexed, messages=messages)
     result: Future = Future()
 
     def scan(done: Future) -> None:
@@ -407,6 +417,9 @@ class _Window:
     codes: np.ndarray  # int8, (DIMENSIONS, len(ids)): a column per id, its vector ≈ codes × scales
     scales: np.ndarray  # float32, one per id
     checked_at: float  # time.monotonic() when it was last checked whole against the database
+    # The chat's VectorIndex count read before the window was last brought up to date (None: unknown).
+    # Every vector written adds to it, so while it stays the same no newer vector needs reading.
+    indexed: int | None = None
 
     @property
     def size(self) -> int:
@@ -417,14 +430,16 @@ _windows: OrderedDict[int, _Window] = OrderedDict()
 _windows_lock = threading.Lock()
 
 
-def _window(session_id: int) -> _Window:
+def _window(session_id: int, *, indexed: int | None = None, messages: int | None = None) -> _Window:
     """The session's newest WINDOW vectors. Kept per process (least recently used out past
-    CACHED_VECTORS in all): a search then reads only the vectors written since the last one. At most
-    every CHECK_SECONDS a count also tells whether any older one came or went (a gap filled by
-    embed_history, a message deleted), and if so the window is read again."""
+    CACHED_VECTORS in all): a search then reads only the vectors written since the last one, and
+    nothing when `indexed` (the chat's VectorIndex count, read by the caller before this) is what it
+    was then. At most every CHECK_SECONDS a count also tells whether any older one came or went (a gap
+    filled by embed_history, a message deleted), and if so the window is read again: all of the chat's
+    vectors when it has at most WINDOW `messages` (a simpler query)."""
     with _windows_lock:
         cached = _windows.get(session_id)
-    window = _window_read(session_id, cached)
+    window = replace(_window_read(session_id, cached, indexed=indexed, messages=messages), indexed=indexed)
     with _windows_lock:
         _windows[session_id] = window
         _windows.move_to_end(session_id)
@@ -441,15 +456,19 @@ def windows_forget() -> None:
         _windows.clear()
 
 
-def _window_read(session_id: int, cached: _Window | None) -> _Window:
+def _window_read(session_id: int, cached: _Window | None, *, indexed: int | None, messages: int | None) -> _Window:
     if cached is not None and cached.size:
-        new = _as_window(_query("after", session_id, int(cached.ids[-1]), WINDOW), checked_at=cached.checked_at)
-        window = _appended(cached, new) if new.size else cached
+        window = cached
+        if indexed is None or indexed != cached.indexed:
+            new = _as_window(_query("after", session_id, int(cached.ids[-1]), WINDOW), checked_at=cached.checked_at)
+            window = _appended(cached, new) if new.size else cached
         if time.monotonic() - window.checked_at < CHECK_SECONDS:
             return window
         ((count, total),) = _query("count", session_id, int(window.ids[0]))
         if count == window.size and total == int(window.ids.sum()):
             return replace(window, checked_at=time.monotonic())
+    if messages is not None and messages <= WINDOW:
+        return _as_window(_query("whole", session_id), checked_at=time.monotonic())
     return _as_window(_query("window", session_id, WINDOW), checked_at=time.monotonic())
 
 
@@ -460,6 +479,10 @@ _QUERIES = {
         "memory_vectors_after",
         "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s AND message_id > %s"
         " ORDER BY message_id DESC LIMIT %s",
+    ),
+    "whole": (
+        "memory_vectors_whole",
+        "SELECT message_id, vector FROM memory_messagevector WHERE session_id = %s",
     ),
     "count": (
         "memory_vectors_count",

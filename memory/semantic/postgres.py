@@ -6,7 +6,8 @@ through every other chat's, the longer the larger the archive. Told not to, it r
 (session, message) index as meant: alone for ids and counts (an index-only scan), through a bitmap for
 rows. Settings in a transaction of their own cost the search four round trips per query (begin, set,
 query, commit); a function's `SET` clauses apply to its own statements only and are put back when it
-returns, whatever happens, in one round trip. Installed by migration memory 0006.
+returns, whatever happens, in one round trip. Installed by migrations memory 0006 (INSTALL) and 0011
+(WHOLE_INSTALL).
 """
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ INSTALL = [
                 WHERE v.session_id = chat AND v.message_id >= coalesce(oldest, 0);
         END $$""",
 ]
+
+# All of a chat's vectors, for a chat of at most a window's messages: the window's query without its
+# probe for the oldest id kept, which reads the chat's index entries once more.
+WHOLE_INSTALL = [
+    f"""CREATE OR REPLACE FUNCTION memory_vectors_whole(chat bigint)
+        RETURNS TABLE (id bigint, packed bytea) LANGUAGE sql STABLE {_ROWS} AS $$
+            SELECT v.message_id, v.vector FROM memory_messagevector AS v WHERE v.session_id = chat
+        $$""",
+]
+
+WHOLE_UNINSTALL = ["DROP FUNCTION IF EXISTS memory_vectors_whole(bigint)"]
 
 UNINSTALL = [
     "DROP FUNCTION IF EXISTS memory_vectors_window(bigint, integer)",

@@ -7,6 +7,7 @@ import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 import memory.search as search
@@ -556,6 +557,56 @@ def test_bm25f_counts_whole_terms_in_the_stored_strings(body, context, query):
     expected = _bm25f_reference(terms=query, body=body, context=context, **averages)
     stored = search.bm25f(terms=query, body=" ".join(body), context=" ".join(context), **averages)
     assert stored == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    # A search scores its candidates together: each the same as alone, in order.
+    fields = [(" ".join(body), " ".join(context)), ("", ""), (" ".join(context), " ".join(body))]
+    together = search.bm25f_many(terms=query, fields=fields, **averages)
+    alone = [_bm25f_reference(terms=query, body=b.split(), context=c.split(), **averages) for b, c in fields]
+    assert together == pytest.approx(alone, rel=1e-12, abs=1e-12)
+
+
+def _diversified_reference(scored, bodies, *, count):
+    """Diversity as the ranking defines it, computed the plain way: every pick compares every message
+    left in the pool with every result picked so far."""
+    head = scored[: search.DIVERSE_AFTER]
+    pool = scored[search.DIVERSE_AFTER : search.DIVERSE_AFTER + search.DIVERSE_POOL]
+    if count <= search.DIVERSE_AFTER or not head or not pool:
+        return scored[:count]
+    terms = {message_id: set(bodies[message_id].split()) for _, message_id in scored}
+
+    def penalty(message_id, picked):
+        overlaps = [
+            len(terms[message_id] & terms[other]) / len(terms[message_id] | terms[other])
+            for _, other in picked
+            if terms[message_id] | terms[other]
+        ]
+        return search.REDUNDANCY_PENALTY * max(overlaps, default=0.0)
+
+    picked = list(head)
+    while pool and len(picked) < count:
+        values = [score - penalty(message_id, picked) for score, message_id in pool]
+        best = values.index(max(values))  # the first of equals
+        picked.append((values[best], pool.pop(best)[1]))
+    ordered = []
+    for score, message_id in (picked + pool + scored[search.DIVERSE_AFTER + search.DIVERSE_POOL :])[:count]:
+        ordered.append((min(score, ordered[-1][0]) if ordered else score, message_id))
+    return ordered
+
+
+@hypothesis_settings(max_examples=300)
+@given(
+    messages=st.lists(
+        st.tuples(st.integers(-40, 40).map(lambda value: value / 4), st.lists(_TERMS, max_size=6)), max_size=60
+    ),
+    count=st.integers(1, 30),
+)
+def test_diversity_picks_what_comparing_every_pair_picks(messages, count):
+    """_diversified compares a message only with the results picked since it last was, and stops a
+    pick at the first score no better than the best penalised one: the same picks, scores and order as
+    comparing everything (scores on a coarse grid, so that equal ones occur)."""
+    scored = sorted(((score, message_id) for message_id, (score, _) in enumerate(messages)), reverse=True)
+    bodies = {message_id: " ".join(terms) for message_id, (_, terms) in enumerate(messages)}
+
+    assert search._diversified(list(scored), bodies, count=count) == _diversified_reference(scored, bodies, count=count)
 
 
 HOSTILE_QUERIES = [

@@ -545,3 +545,42 @@ def test_a_question_about_something_never_said_finds_nothing(session, semantic_o
 
     for question in ("How much did the plumber charge?", "quantum chromodynamics lattice simulations"):
         assert search_history(session=session, query=question, limit=5) == []
+
+
+def test_a_search_reads_the_window_only_when_vectors_were_written(session, semantic_on, monkeypatch):
+    """The chat's vector count, read with its statistics, tells whether any vector was written since
+    the window was cached: while it is the same, a search sends no query for the window at all."""
+    monkeypatch.setattr(semantic, "CHECK_SECONDS", 3600)  # no check of the whole window in this test
+    small_talk(session, 6)
+    semantic.vectors_update(session.pk)
+    queries = []
+    real_query = semantic._query
+    monkeypatch.setattr(semantic, "_query", lambda name, *args: queries.append(name) or real_query(name, *args))
+    query = "Who is my new boss?"
+
+    search_history(session=session, query=query, limit=3)
+    search_history(session=session, query=query, limit=3)
+    assert queries == ["whole"]
+
+    say(session, "assistant", "So who do you report to now?")
+    answer = say(session, "user", "Priya Raman, from the Berlin office. Seems nice so far.")
+    semantic.vectors_update(session.pk)
+    hits = search_history(session=session, query=query, limit=3)
+    assert queries == ["whole", "after"]
+    assert answer.id in [hit.message_id for hit in hits]
+    assert answer.id in semantic._windows[session.pk].ids
+
+
+def test_a_chat_longer_than_the_window_reads_its_newest_vectors(session, semantic_on, monkeypatch):
+    monkeypatch.setattr(semantic, "WINDOW", 5)
+    small_talk(session, 8)
+    semantic.vectors_update(session.pk)
+    queries = []
+    real_query = semantic._query
+    monkeypatch.setattr(semantic, "_query", lambda name, *args: queries.append(name) or real_query(name, *args))
+
+    search_history(session=session, query="coffee and bread", limit=3)
+
+    newest = list(MessageVector.objects.filter(session=session).order_by("-message_id")[:5])
+    assert queries == ["window"]
+    assert semantic._windows[session.pk].ids.tolist() == sorted(vector.message_id for vector in newest)
