@@ -7,16 +7,17 @@ paraphrases near each other.
 
 - Each message gets one vector (MessageVector): the model's unit vector of its text without its
   speaker label, plus CONTEXT_WEIGHT times that of the message before it, so that a reply is found by
-  the topic of the message it answers. Written by a background job after each turn and each import
-  (`vectors_schedule`; one per session at a time, a VectorLease), in id order over the whole archive;
-  VectorIndex counts them, and `manage.py embed_history` writes them in its own process.
+  the topic of the message it answers; stored as the window scan uses it, 8-bit codes and a scale.
+  Written by a background job after each turn and each import (`vectors_schedule`; one per session at
+  a time, a VectorLease), in id order over the whole archive; VectorIndex counts them, and
+  `manage.py embed_history` writes them in its own process.
 - A search in an indexed chat (`ready`) scans the similarities of the question to the session's newest
   WINDOW vectors (a bounded scan, the same cost at any archive size): the NEIGHBOURS nearest, if at
   least MIN_SIMILARITY close, join the candidates, and every candidate's similarity becomes a z-score
   over the window (`similarities`). A chat still being indexed is not scanned: the search re-ranks its
   best word candidates with `candidate_similarities` instead (memory.search).
 - The question is encoded with 8-bit weights (encoder.encode_query) and the window, cached per process
-  as 8-bit codes, scanned by an integer product (memory.semantic.quantized), both on a thread while
+  as its stored 8-bit codes, scanned by an integer product (memory.semantic.quantized), both on a thread while
   the words are looked up (`nearest`).
 
 BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" requires it, "off".
@@ -73,7 +74,10 @@ BATCH = 64
 JOB_SECONDS = 60
 # A vector job's lease: longer than a job works, shorter than a user would wait for a killed one.
 LEASE_SECONDS = 180
-_DTYPE = np.float16
+# A stored vector (MessageVector.vector): its scale, then its 8-bit codes (memory.semantic.quantized:
+# vector ≈ codes × scale), 388 bytes. What the window scan multiplies, stored as it is used: a chat's
+# window is read as half the bytes of float16, and needs no quantizing.
+_PACKED = np.dtype([("scale", "<f4"), ("codes", "i1", (encoder.DIMENSIONS,))])
 
 
 def enabled() -> bool:
@@ -85,14 +89,27 @@ def enabled() -> bool:
     return encoder.available()
 
 
+def pack_rows(vectors: np.ndarray) -> list[bytes]:
+    """Each row of `vectors` as stored (_PACKED)."""
+    codes, scales = quantized.quantize_rows(np.asarray(vectors, dtype=np.float32).reshape(-1, encoder.DIMENSIONS))
+    packed = np.empty(len(codes), dtype=_PACKED)
+    packed["scale"], packed["codes"] = scales, codes
+    return [row.tobytes() for row in packed]
+
+
 def pack(vector: np.ndarray) -> bytes:
-    return np.asarray(vector, dtype=_DTYPE).tobytes()
+    return pack_rows(vector)[0]
 
 
-def unpack(blobs: list, *, dtype=np.float32) -> np.ndarray:
-    """Matrix of packed vectors (bytes, or memoryviews from PostgreSQL), one row each, as `dtype`."""
-    joined = b"".join(blobs)
-    return np.frombuffer(joined, dtype=_DTYPE).reshape(len(blobs), encoder.DIMENSIONS).astype(dtype, copy=False)
+def _packed(blobs: list) -> np.ndarray:
+    """Stored vectors (bytes, or memoryviews from PostgreSQL) as one array of _PACKED."""
+    return np.frombuffer(b"".join(blobs), dtype=_PACKED)
+
+
+def unpack(blobs: list) -> np.ndarray:
+    """Matrix of stored vectors, one row each, float32."""
+    packed = _packed(blobs)
+    return packed["codes"].astype(np.float32) * packed["scale"][:, None]
 
 
 def _embed(texts: list[str]) -> np.ndarray:
@@ -206,8 +223,8 @@ def _write(session_id: int, rows: list[tuple[int, str]], previous_text: str) -> 
     with transaction.atomic():
         created = MessageVector.objects.bulk_create(
             [
-                MessageVector(message_id=message_id, session_id=session_id, vector=pack(vector))
-                for (message_id, _), vector in zip(rows, combined, strict=True)
+                MessageVector(message_id=message_id, session_id=session_id, vector=packed)
+                for (message_id, _), packed in zip(rows, pack_rows(combined), strict=True)
             ],
             ignore_conflicts=True,
         )
@@ -262,8 +279,8 @@ def warm_up() -> Future | None:
 def _warm_up() -> None:
     try:
         vector = encoder.encode_query("What did we decide?")
-        codes, scales = quantized.quantize_window(np.ones((1, encoder.DIMENSIONS), dtype=_DTYPE))
-        quantized.similarities(codes, scales, vector)
+        window = _as_window([(1, pack(vector))], checked_at=0.0)
+        quantized.similarities(window.codes, window.scales, vector)
     except Exception:  # the first search will say why, and go on by words
         logger.warning("Semantic search could not warm up", exc_info=True)
 
@@ -515,11 +532,16 @@ def _query(name: str, session_id: int, *arguments: int) -> list[tuple]:
 
 
 def _as_window(rows: list[tuple], *, checked_at: float) -> _Window:
-    """Rows of (message id, vector) in any order → a window in id order."""
+    """Rows of (message id, stored vector) in any order → a window in id order."""
     ids = np.array([message_id for message_id, _ in rows], dtype=np.int64)
     order = np.argsort(ids, kind="stable")
-    codes, scales = quantized.quantize_window(unpack([rows[index][1] for index in order], dtype=_DTYPE))
-    return _Window(ids=ids[order], codes=codes, scales=scales, checked_at=checked_at)
+    packed = _packed([rows[index][1] for index in order])
+    return _Window(
+        ids=ids[order],
+        codes=np.ascontiguousarray(packed["codes"].T),
+        scales=packed["scale"].astype(np.float32),  # a contiguous copy
+        checked_at=checked_at,
+    )
 
 
 def _appended(cached: _Window, new: _Window) -> _Window:

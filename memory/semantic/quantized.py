@@ -49,27 +49,10 @@ def quantize_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     scales = np.abs(matrix).max(axis=1, initial=0.0).astype(np.float32)
     scales /= RANGE
     np.maximum(scales, 1e-12, out=scales)
-    scaled = matrix / scales[:, None]  # a division, as the packer's: the same codes either way
+    scaled = matrix / scales[:, None]
     np.rint(scaled, out=scaled)
     np.clip(scaled, -RANGE, RANGE, out=scaled)
     return scaled.astype(np.int8), scales
-
-
-def quantize_window(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A window's vectors (rows, float16 as stored) → its codes transposed, int8 (DIMENSIONS, rows),
-    C-contiguous for `similarities`, and a float32 scale per vector (`quantize_rows`). On onnxruntime:
-    numpy converts float16 element by element, several times slower (a chat's first search reads its
-    window)."""
-    packed = (
-        _run("packer", _build_packer, {"vectors": np.ascontiguousarray(vectors, dtype=np.float16)})
-        if len(vectors)
-        else None
-    )
-    if packed is None:
-        codes, scales = quantize_rows(vectors.astype(np.float32))
-        return np.ascontiguousarray(codes.T), scales
-    codes, scales = packed
-    return codes, scales
 
 
 def similarities(codes: np.ndarray, scales: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -142,41 +125,3 @@ def _build_scanner():
         [helper.make_tensor_value_info("similarities", TensorProto.FLOAT, [1, "vectors"])],
     )
     return session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
-
-
-def _build_packer():
-    """float16 vectors (rows) → int8 codes, transposed, and a scale per row: quantize_rows in one call."""
-    try:
-        from onnx import TensorProto, helper, numpy_helper
-    except ImportError:
-        return None
-    constants = [
-        numpy_helper.from_array(np.array(RANGE, dtype=np.float32), "range"),
-        numpy_helper.from_array(np.array(1e-12, dtype=np.float32), "smallest"),
-        numpy_helper.from_array(np.array([1], dtype=np.int64), "column_axis"),
-    ]
-    nodes = [
-        helper.make_node("Neg", ["range"], ["negative_range"]),
-        helper.make_node("Cast", ["vectors"], ["values"], to=TensorProto.FLOAT),
-        helper.make_node("Abs", ["values"], ["magnitudes"]),
-        helper.make_node("ReduceMax", ["magnitudes"], ["largest"], axes=[1], keepdims=1),
-        helper.make_node("Div", ["largest", "range"], ["unclamped_scales"]),
-        helper.make_node("Max", ["unclamped_scales", "smallest"], ["row_scales"]),
-        helper.make_node("Div", ["values", "row_scales"], ["scaled"]),
-        helper.make_node("Round", ["scaled"], ["rounded"]),  # half to even, as numpy's rint
-        helper.make_node("Clip", ["rounded", "negative_range", "range"], ["clipped"]),
-        helper.make_node("Cast", ["clipped"], ["row_codes"], to=TensorProto.INT8),
-        helper.make_node("Transpose", ["row_codes"], ["codes"], perm=[1, 0]),
-        helper.make_node("Squeeze", ["row_scales", "column_axis"], ["scales"]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "window_quantize",
-        [helper.make_tensor_value_info("vectors", TensorProto.FLOAT16, ["vectors", "dimensions"])],
-        [
-            helper.make_tensor_value_info("codes", TensorProto.INT8, ["dimensions", "vectors"]),
-            helper.make_tensor_value_info("scales", TensorProto.FLOAT, ["vectors"]),
-        ],
-        initializer=constants,
-    )
-    return session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8))

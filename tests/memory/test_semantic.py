@@ -67,10 +67,11 @@ def test_each_message_gets_its_vector_plus_the_one_before_it(session, semantic_o
     assert semantic.vectors_update(session.pk) == 3
 
     own_first, own_second = encoder.encode([first.search_text, second.search_text])
-    np.testing.assert_allclose(stored(first), own_first, atol=2e-3)
-    np.testing.assert_allclose(stored(second), own_second + semantic.CONTEXT_WEIGHT * own_first, atol=2e-3)
+    # Stored in 8 bits: each component within half a step (max |x| / 63) of the vector.
+    np.testing.assert_allclose(stored(first), own_first, atol=4e-3)
+    np.testing.assert_allclose(stored(second), own_second + semantic.CONTEXT_WEIGHT * own_first, atol=4e-3)
     # An empty message has nothing of its own; it is still found by the message before it.
-    np.testing.assert_allclose(stored(empty), semantic.CONTEXT_WEIGHT * own_second, atol=2e-3)
+    np.testing.assert_allclose(stored(empty), semantic.CONTEXT_WEIGHT * own_second, atol=4e-3)
 
 
 def test_vector_job_continues_where_it_stopped_and_is_safe_to_repeat(session, semantic_on, monkeypatch):
@@ -102,8 +103,8 @@ def test_vector_job_continues_where_it_stopped_and_is_safe_to_repeat(session, se
     assert semantic.vectors_update(session.pk) == 0
     vectors = {vector.message_id: semantic.unpack([vector.vector])[0] for vector in MessageVector.objects.all()}
     assert vectors.keys() == complete.keys()
-    for message_id, vector in complete.items():
-        np.testing.assert_allclose(vectors[message_id], vector, atol=1e-4)
+    for message_id, vector in complete.items():  # the same up to a step of the 8-bit codes
+        np.testing.assert_allclose(vectors[message_id], vector, atol=1e-2)
 
 
 def test_fill_writes_missing_vectors_anywhere_and_only_those(session, semantic_on):
@@ -118,8 +119,8 @@ def test_fill_writes_missing_vectors_anywhere_and_only_those(session, semantic_o
 
     after = {vector.message_id: semantic.unpack([vector.vector])[0] for vector in MessageVector.objects.all()}
     assert after.keys() == before.keys()
-    for message_id, vector in before.items():  # the same up to the batch's padding
-        np.testing.assert_allclose(after[message_id], vector, atol=1e-4)
+    for message_id, vector in before.items():  # the same up to the batch's padding and a step of the codes
+        np.testing.assert_allclose(after[message_id], vector, atol=1e-2)
 
 
 def test_a_turn_queues_the_vector_job(session, semantic_on):
@@ -402,7 +403,7 @@ def test_warm_up_builds_what_the_first_search_would_wait_for(semantic_on, settin
     semantic.warm_up().result(timeout=60)
 
     assert model._quantized is not encoder._UNBUILT and model._quantized is not None
-    assert {"packer", "scanner"} <= set(quantized._sessions)
+    assert "scanner" in quantized._sessions
     settings.BUDDY_SEMANTIC_SEARCH = "off"
     assert semantic.warm_up() is None
 
@@ -584,3 +585,63 @@ def test_a_chat_longer_than_the_window_reads_its_newest_vectors(session, semanti
     newest = list(MessageVector.objects.filter(session=session).order_by("-message_id")[:5])
     assert queries == ["window"]
     assert semantic._windows[session.pk].ids.tolist() == sorted(vector.message_id for vector in newest)
+
+
+@pytest.mark.django_db(transaction=True)  # on PostgreSQL the migration ends with VACUUM FULL
+def test_migration_0012_stores_float16_vectors_in_eight_bits_and_back(transactional_db, session):
+    """memory 0012 on vectors written as float16: each becomes what `pack` writes for its values, one
+    already in 8 bits is left alone, and a second run changes nothing; backwards gives float16 again."""
+    import importlib
+
+    migration = importlib.import_module("memory.migrations.0012_vectors_in_eight_bits")
+    messages = [say(session, "user", f"Message number {index} about the harbour.") for index in range(4)]
+    values = np.random.default_rng(9).standard_normal((4, encoder.DIMENSIONS)).astype(np.float16) / 8
+    MessageVector.objects.bulk_create(
+        MessageVector(message=message, session=session, vector=vector.tobytes())
+        for message, vector in zip(messages[:3], values[:3], strict=True)
+    )
+    MessageVector.objects.create(message=messages[3], session=session, vector=semantic.pack(values[3]))
+
+    def blobs() -> list[bytes]:
+        return [bytes(vector.vector) for vector in MessageVector.objects.order_by("message_id")]
+
+    with connection.schema_editor(atomic=False) as editor:  # as migrate runs it
+        migration.forwards(None, editor)
+    eight_bits = blobs()
+    assert eight_bits == [semantic.pack(value.astype(np.float32)) for value in values]
+    with connection.schema_editor(atomic=False) as editor:  # as migrate runs it
+        migration.forwards(None, editor)
+    assert blobs() == eight_bits
+
+    with connection.schema_editor(atomic=False) as editor:  # as migrate runs it
+        migration.backwards(None, editor)
+    restored = np.frombuffer(b"".join(blobs()), dtype=np.float16).reshape(4, encoder.DIMENSIONS)
+    np.testing.assert_allclose(restored, values, atol=float(np.abs(values).max()) / 63)
+
+
+def test_the_question_is_encoded_without_the_speakers_the_chat_has_now(session, semantic_on, monkeypatch):
+    """The encoding starts before the chat's statistics are read, with the speakers its last search
+    saw; when the statistics show other speakers, the question is encoded again without their names,
+    and that is the vector the search uses."""
+    from memory import search
+
+    for index in range(6):
+        say(session, "user", f"Caroline: I went to the support group, week {index}.")
+        say(session, "assistant", f"Melanie: That sounds good, tell me about week {index}.")
+    semantic.vectors_update(session.pk)
+    encoded = []
+    real_encode = encoder.encode_query
+    monkeypatch.setattr(encoder, "encode_query", lambda text: encoded.append(text) or real_encode(text))
+    scanned = []
+    real_scan = semantic._scan
+    monkeypatch.setattr(semantic, "_scan", lambda window, vector: scanned.append(vector) or real_scan(window, vector))
+    query = "What did Caroline say about the support group?"
+
+    search._speakers_seen(session.pk, set())  # what a search saw before the transcript was imported
+    search_history(session=session, query=query, limit=3)
+    assert encoded == [query, "What did say about the support group?"]
+    np.testing.assert_array_equal(scanned[-1], real_encode("What did say about the support group?"))
+
+    encoded.clear()
+    search_history(session=session, query=query, limit=3)  # the speakers it saw are still the chat's
+    assert encoded == ["What did say about the support group?"]

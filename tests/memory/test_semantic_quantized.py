@@ -64,20 +64,24 @@ def test_a_scan_that_cannot_be_built_logs_and_uses_numpy(monkeypatch, caplog) ->
     assert "8-bit scanner could not be built" in caplog.text
 
 
-def test_a_window_is_quantized_alike_on_onnxruntime_and_numpy(monkeypatch) -> None:
-    stored = unit_rows(500, seed=6).astype(np.float16)  # as MessageVector keeps them
-    stored[7] = 0  # an empty message's vector
+def test_stored_vectors_are_the_codes_the_window_scan_multiplies() -> None:
+    from memory import semantic
 
-    assert quantized._session_of("packer", quantized._build_packer) is not None, "onnxruntime is a dependency"
-    codes, scales = quantized.quantize_window(stored)
-    monkeypatch.setitem(quantized._sessions, "packer", None)
-    numpy_codes, numpy_scales = quantized.quantize_window(stored)
+    vectors = unit_rows(500, seed=6) * 1.3  # a message's own vector plus a share of the one before
+    vectors[7] = 0  # an empty message's vector
+    codes, scales = quantized.quantize_rows(vectors)
 
-    assert codes.shape == (384, 500) and codes.dtype == np.int8 and codes.flags.c_contiguous
-    np.testing.assert_array_equal(codes, numpy_codes)
-    np.testing.assert_array_equal(scales, numpy_scales)
-    assert not codes[:, 7].any()
-    assert np.abs(codes.T * scales[:, None] - stored.astype(np.float32)).max() <= scales.max() / 2 + 1e-7
+    stored = semantic.pack_rows(vectors)
+    window = semantic._as_window(list(zip(range(500, 0, -1), stored, strict=True)), checked_at=0.0)
+
+    assert {len(blob) for blob in stored} == {4 + 384}
+    assert window.ids.tolist() == list(range(1, 501))  # in id order, whatever order the rows came in
+    assert window.codes.shape == (384, 500) and window.codes.dtype == np.int8 and window.codes.flags.c_contiguous
+    np.testing.assert_array_equal(window.codes, codes[::-1].T)
+    np.testing.assert_array_equal(window.scales, scales[::-1])
+    assert not window.codes[:, 500 - 1 - 7].any()
+    np.testing.assert_array_equal(semantic.unpack(stored), codes * scales[:, None])
+    assert np.abs(semantic.unpack(stored) - vectors).max() <= scales.max() / 2 + 1e-7
 
 
 def test_a_scan_failing_at_run_time_logs_once_and_uses_numpy(monkeypatch, caplog) -> None:
@@ -107,13 +111,13 @@ def test_similarities_of_real_message_vectors_are_within_a_hundredth() -> None:
         for ending in ("again.", "— it went fine.")
     ]
     own = encoder.encode(texts)
-    stored = np.vstack([own[0], own[1:] + semantic.CONTEXT_WEIGHT * own[:-1]]).astype(np.float16)  # as written
-    codes, scales = quantized.quantize_window(stored)
+    combined = np.vstack([own[0], own[1:] + semantic.CONTEXT_WEIGHT * own[:-1]])  # as written
+    window = semantic._as_window(list(enumerate(semantic.pack_rows(combined))), checked_at=0.0)
     question = encoder.encode_query("When do I see the dentist?")
 
-    scores = quantized.similarities(codes, scales, question)
+    scores = quantized.similarities(window.codes, window.scales, question)
 
-    exact = stored.astype(np.float32) @ question
+    exact = combined @ question
     assert np.abs(scores - exact).max() < 0.01
     assert set(np.argsort(-scores)[:3]) == set(np.argsort(-exact)[:3])
 
