@@ -17,8 +17,8 @@ paraphrases near each other.
   over the window (`similarities`). A chat still being indexed is not scanned: the search re-ranks its
   best word candidates with `candidate_similarities` instead (memory.search).
 - The question is encoded with 8-bit weights (encoder.encode_query) and the window, cached per process
-  as its stored 8-bit codes, scanned by an integer product (memory.semantic.quantized), both on a thread while
-  the words are looked up (`nearest`).
+  as its stored 8-bit codes, scanned by an integer product (memory.semantic.quantized), both on a
+  thread while the words are looked up (`nearest`).
 
 BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" requires it, "off".
 """
