@@ -22,7 +22,7 @@ from pydantic import AfterValidator, Field
 from conversations.content import CHAT_ID_INVALID, CHAT_ID_RE, agent_or_default, chat_id_or_default, text_problem
 from conversations.models import Message, ScheduledPrompt, ScheduledRun, Session
 from conversations.selectors import agent_get
-from conversations.tool_inputs import LenientToolInput, ToolInputError, input_error, tool_definition, tool_input_parse
+from lib.tool_inputs import LenientToolInput, ToolInputError, input_error, tool_definition, tool_input_parse
 
 MIN_EVERY_SECONDS = 60
 MAX_EVERY_SECONDS = 10 * 366 * 86400  # ten years: longer is a mistake, and overflows date arithmetic
