@@ -59,6 +59,19 @@ class VectorLease(models.Model):
         return f"vector job of session #{self.session_id} until {self.expires_at:%H:%M:%S}"
 
 
+class SummaryLease(models.Model):
+    """One summary job per session at a time (memory.summaries.summary_update): held until
+    `expires_at`, so a worker killed mid-job blocks the next one for at most that long."""
+
+    session = models.OneToOneField(
+        "conversations.Session", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    expires_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"summary job of session #{self.session_id} until {self.expires_at:%H:%M:%S}"
+
+
 class VectorIndex(models.Model):
     """How many of a session's messages have a vector (memory.semantic.index_count): read by every
     search (semantic search joins only once a chat is indexed) and by `/memory/stats`, at the same cost

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from agent.models import ScheduledPrompt
 from agent.schedules import ScheduleIn
 from canvas.models import CanvasState
 from canvas.tools import CANVAS_INPUTS, ThemeIn
-from conversations.models import Message, ScheduledPrompt
+from conversations.models import Message
 from lib.tool_inputs import ToolInputError, input_schema, tool_input_parse
 from memory.tools import MEMORY_INPUTS
 
