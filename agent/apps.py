@@ -8,3 +8,10 @@ class AgentConfig(AppConfig):
 
     name = "agent"
     verbose_name = "Agent"
+
+    def ready(self) -> None:
+        # Not at the top: these modules need the models, which are not ready when apps.py is imported.
+        from agent.schedules import scheduled_prompt_ids
+        from conversations.selectors import scheduled_prompts_register
+
+        scheduled_prompts_register(lookup=scheduled_prompt_ids)

@@ -16,8 +16,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from agent.models import RateCounter
 from agent.turn import TurnError
-from conversations.models import RateCounter
 
 # Counters older than this are deleted as new windows open: longer than any period in use.
 COUNTER_RETENTION = timedelta(days=1)

@@ -7,7 +7,7 @@ the context block changes only when the window moves, the summary changes or a m
 so each call reads the previous call's prefix from the cache. The canvas snapshot and the clock live
 in the context block, after the last breakpoint, and so do the memory notes: a canvas or note change
 re-prices nothing. Each
-breakpoint's lifetime comes from `conversations.cache` (`BUDDY_CACHE_TTL`).
+breakpoint's lifetime comes from `agent.cache` (`BUDDY_CACHE_TTL`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils import timezone
 
+from agent.cache import CacheLifetimes, cache_lifetimes
 from agent.tools import tool_definitions
 from canvas.selectors import canvas_snapshot_text
-from conversations.cache import CacheLifetimes, cache_lifetimes
 from conversations.models import Session
 from memory.notes.selectors import notes_context_text
 from memory.selectors import summary_latest

@@ -9,6 +9,7 @@ times were missed while the server was down runs once, then moves to its next fu
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, ClassVar
 
@@ -19,10 +20,11 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from pydantic import AfterValidator, Field
 
+from agent.models import ScheduledPrompt, ScheduledRun
 from conversations.content import CHAT_ID_INVALID, CHAT_ID_RE, agent_or_default, chat_id_or_default, text_problem
-from conversations.models import Message, ScheduledPrompt, ScheduledRun, Session
+from conversations.models import Message, Session
 from conversations.selectors import agent_get
-from conversations.tool_inputs import LenientToolInput, ToolInputError, input_error, tool_definition, tool_input_parse
+from lib.tool_inputs import LenientToolInput, ToolInputError, input_error, tool_definition, tool_input_parse
 
 MIN_EVERY_SECONDS = 60
 MAX_EVERY_SECONDS = 10 * 366 * 86400  # ten years: longer is a mistake, and overflows date arithmetic
@@ -191,3 +193,8 @@ def schedule_claim_due(*, now: datetime | None = None) -> list[ScheduledRun]:
             except IntegrityError:
                 continue
     return claimed
+
+
+def scheduled_prompt_ids(message_ids: Collection[int]) -> set[int]:
+    """Which of `message_ids` are prompts a schedule sent (the history shows them as `scheduled`)."""
+    return set(ScheduledRun.objects.filter(prompt_id__in=message_ids).values_list("prompt_id", flat=True))

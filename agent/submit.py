@@ -8,6 +8,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError
 
 from agent.limits import prompt_rate_check
+from agent.models import IdempotencyKey
 from agent.turn import (
     ModelFailed,
     PromptInvalid,
@@ -26,7 +27,7 @@ from conversations.content import (
     text_of,
     text_problem,
 )
-from conversations.models import IdempotencyKey, Message, Session
+from conversations.models import Message, Session
 from conversations.services import UnknownAgent, session_get_or_create
 
 

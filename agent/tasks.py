@@ -6,20 +6,27 @@ import logging
 import time
 from datetime import timedelta
 
+from django.conf import settings
 from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
 
+from agent.llm import ModelError, model_client
+from agent.models import IdempotencyKey, ScheduledRun
 from agent.schedules import schedule_claim_due
 from agent.submit import prompt_session
 from agent.turn import TurnError, TurnRunning, turn_run
-from conversations.models import IdempotencyKey, ScheduledRun
+from conversations.models import ModelCall, Session
+from conversations.services import model_call_record
+from memory import summaries
 
 logger = logging.getLogger(__name__)
 
 BUSY_RETRIES = 30  # a scheduled prompt's chat is mid-turn: wait for it, up to this many seconds
 
 IDEMPOTENCY_KEY_TTL = timedelta(days=1)
+
+SUMMARY_ATTEMPTS = 5  # a summary whose model call failed this often waits for the chat's next turn
 
 
 def idempotency_keys_prune() -> int:
@@ -86,3 +93,44 @@ def schedules_run_due() -> int:
     for run in runs:
         async_task("agent.tasks.scheduled_run_execute", run_id=run.pk, group="scheduled-prompts")
     return len(runs)
+
+
+def summary_update(session_id: int, attempt: int = 1) -> str:
+    """The summary job, queued after a turn when memory says a summary is due (agent.turn): memory
+    folds what the window dropped into the chat's summary (memory.summaries.summary_update), written
+    by BUDDY_SUMMARY_MODEL. A failed model call is retried with backoff, up to SUMMARY_ATTEMPTS."""
+    try:
+        return summaries.summary_update(session_id=session_id, summarise=_summarise)
+    except ModelError as exc:
+        if attempt >= SUMMARY_ATTEMPTS:
+            logger.error("summary of session %s failed %s times: %s", session_id, attempt, exc)
+            return "failed"
+        _summary_retry_later(session_id, attempt)
+        return "retrying"
+
+
+def _summarise(*, session: Session, system: str, prompt: str, max_tokens: int) -> str:
+    """One call to the summary model, recorded in ModelCall (a failed one too, then re-raised)."""
+    model = settings.BUDDY_SUMMARY_MODEL
+    started = time.monotonic()
+    try:
+        reply = model_client().complete(model=model, system=system, prompt=prompt, max_tokens=max_tokens)
+    except ModelError as exc:
+        model_call_record(
+            session=session, kind=ModelCall.Kind.SUMMARY, model=model, reply=None, started=started, error=str(exc)
+        )
+        raise
+    model_call_record(session=session, kind=ModelCall.Kind.SUMMARY, model=model, reply=reply, started=started)
+    return "\n".join(block.get("text", "") for block in reply.content if block.get("type") == "text")
+
+
+def _summary_retry_later(session_id: int, attempt: int) -> None:
+    """django-q2 acknowledges failed tasks; retries with backoff are a one-off schedule of our own."""
+    Schedule.objects.create(
+        name=f"summary retry {session_id} #{attempt + 1} {timezone.now():%H%M%S%f}",
+        func="agent.tasks.summary_update",
+        args=f"{session_id},{attempt + 1}",
+        schedule_type=Schedule.ONCE,
+        repeats=1,
+        next_run=timezone.now() + timedelta(seconds=30 * 2 ** (attempt - 1)),
+    )

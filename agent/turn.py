@@ -19,20 +19,21 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django_q.tasks import async_task
 
+from agent.llm import ModelError, ModelReply, model_client
 from agent.prompt import model_for, request_build
 from agent.tools import tool_round_run
 from canvas.push import push_frame, push_frame_on_commit
 from conversations import events
 from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
 from conversations.leases import lease_release, lease_renew, lease_take
-from conversations.llm import ModelError, ModelReply, model_client
 from conversations.models import Message, ModelCall, Session
 from conversations.provenance import turn_sources
 from conversations.services import message_append, model_call_record, session_title_from_prompt
 from conversations.window import window_build
 from memory.semantic import vectors_schedule
-from memory.summaries import summary_schedule
+from memory.summaries import summary_is_due
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +214,8 @@ def _memory_follow(session: Session) -> None:
     """Queue the summary job if the window nears its next step, and the vector job of semantic search.
     Never fails a reply."""
     try:
-        summary_schedule(session=session)
+        if summary_is_due(session=session):  # cheap when nothing is due
+            async_task("agent.tasks.summary_update", session.pk, group="summaries")
     except Exception:
         logger.exception("could not queue the summary of session %s", session.pk)
     try:

@@ -492,11 +492,12 @@ class Soak:
 def verify(soak: Soak) -> dict[str, Any]:
     from django.db import close_old_connections
 
+    from agent.models import IdempotencyKey
     from canvas.models import CanvasState
     from canvas.services import CanvasCommandError, canvas_reduce
     from canvas.tools import CANVAS_TOOL_NAMES
     from conversations.content import text_of
-    from conversations.models import IdempotencyKey, Message, ModelCall, Session
+    from conversations.models import Message, ModelCall, Session
     from conversations.window import window_limits, window_preview
     from devtools.window_rules import assert_valid_window
     from memory.models import Summary

@@ -272,7 +272,7 @@ BUDDY_SCHEDULES_PER_USER = env_int("BUDDY_SCHEDULES_PER_USER", 100)  # active sc
 BUDDY_SCHEDULE_TEXT_CHARS = env_int("BUDDY_SCHEDULE_TEXT_CHARS", 4000)
 BUDDY_IMPORT_MESSAGE_BYTES = env_int("BUDDY_IMPORT_MESSAGE_BYTES", 2_621_440)  # one line of import_history
 # Prompt-cache lifetime of the request's breakpoints: "5m", "1h" or "auto", the policy of
-# conversations/cache.py, the default by the measurement in docs/benchmarks.md (bench/cost.py --pacing).
+# agent/cache.py, the default by the measurement in docs/benchmarks.md (bench/cost.py --pacing).
 BUDDY_CACHE_TTL = os.environ.get("BUDDY_CACHE_TTL", "").strip().lower() or "auto"
 if BUDDY_CACHE_TTL not in {"5m", "1h", "auto"}:
     raise ImproperlyConfigured(f"BUDDY_CACHE_TTL must be 5m, 1h or auto, not {BUDDY_CACHE_TTL!r}")

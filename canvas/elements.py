@@ -28,7 +28,7 @@ from canvas.limits import (
     MAX_TITLE_CHARS,
     MEDIA_TYPES,
 )
-from conversations.tool_inputs import (
+from lib.tool_inputs import (
     ToolInput,
     ToolInputError,
     input_error,

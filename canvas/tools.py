@@ -1,6 +1,6 @@
 """The canvas tools given to the model (README, "The canvas tools"), as Anthropic tool definitions.
 
-Each tool's input is one Pydantic model (conversations/tool_inputs.py): the element-adding tools
+Each tool's input is one Pydantic model (lib/tool_inputs.py): the element-adding tools
 take the element models of `canvas.elements`, the others the models below. A definition's
 `input_schema` is its model's schema, and `canvas.services.canvas_apply` validates with the same model,
 so a model that follows the schema is never refused and one that does not is told which field and why.
@@ -34,7 +34,7 @@ from canvas.limits import (
     MAX_THEME_CHARS,
     NOTIFICATION_LEVELS,
 )
-from conversations.tool_inputs import ToolInput, tool_definition
+from lib.tool_inputs import ToolInput, tool_definition
 
 
 class UpdateIn(ToolInput):

@@ -14,8 +14,15 @@ from django.utils.safestring import SafeString
 from django.utils.text import Truncator
 
 from conversations.content import tool_result_text
-from conversations.llm import INPUT_PRICE, input_cost
-from conversations.models import Agent, ApiToken, Message, ModelCall, ScheduledPrompt, ScheduledRun, Session
+from conversations.models import (
+    INPUT_PRICE,
+    Agent,
+    ApiToken,
+    Message,
+    ModelCall,
+    Session,
+    input_cost,
+)
 from conversations.tokens import api_tokens_revoke
 
 TRANSCRIPT_MESSAGES = 200  # the newest ones on a session's page; the message list has them all
@@ -306,25 +313,3 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         count = api_tokens_revoke(tokens=queryset)
         self.message_user(request, f"Revoked {count} token(s).")
-
-
-class ScheduledRunInline(admin.TabularInline):
-    model = ScheduledRun
-    extra = 0
-    can_delete = False
-    fields = ["due_at", "status", "prompt", "detail", "created_at"]
-    readonly_fields = fields
-    ordering = ["-due_at"]
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-
-@admin.register(ScheduledPrompt)
-class ScheduledPromptAdmin(admin.ModelAdmin):
-    list_display = ["text", "user", "agent", "chat_id", "next_run_at", "every_seconds", "enabled", "last_run_at"]
-    list_filter = ["enabled", "agent"]
-    search_fields = ["text", "user__username"]
-    list_select_related = ["user", "agent"]
-    readonly_fields = ["last_run_at", "created_at"]
-    inlines = [ScheduledRunInline]

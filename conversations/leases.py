@@ -1,9 +1,10 @@
-"""Leases: one holder at a time of a piece of work (a session's turn, its summary job), across
-processes, without a transaction held while the work runs (docs/architecture.md, "Leases").
+"""Leases: one holder at a time of a piece of work (a session's turn, its summary job, its vector
+job), across processes, without a transaction held while the work runs (docs/architecture.md).
 
 A lease is an expiry time in a column of one row: free when the column is empty or in the past. Taking
 it is one conditional UPDATE, atomic on every database; a holder that dies leaves a lease that
-expires; renewing it proves the holder is alive.
+expires; renewing it proves the holder is alive. A lease kept in a table of its own is a row that
+exists while the lease is held (`lease_row_take`; deleting the row releases it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db import IntegrityError, transaction
+from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
 
@@ -31,3 +33,17 @@ def lease_renew(rows: QuerySet, *, field: str, ttl: timedelta) -> bool:
 def lease_release(rows: QuerySet, *, field: str, **also: Any) -> None:
     """Free the lease of the row `rows` selects (its filter names the holder)."""
     rows.update(**{field: None}, **also)
+
+
+def lease_row_take(model: type[Model], *, ttl: timedelta, **key: Any) -> bool:
+    """Take the lease kept in a row of its own: the row of `model` that `key` names (its primary key),
+    with its expiry in `expires_at`. An expired row's lease is taken over; without a row, a new one is
+    the lease. False while another holder's row has not expired."""
+    if lease_take(model._default_manager.filter(**key), field="expires_at", ttl=ttl):
+        return True
+    try:
+        with transaction.atomic():
+            model._default_manager.create(**key, expires_at=timezone.now() + ttl)
+    except IntegrityError:  # held, or taken by another process since the UPDATE above
+        return False
+    return True

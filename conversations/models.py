@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
@@ -47,8 +49,6 @@ class Session(models.Model):
     turn_lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Set by `cancel` from any process; the turn holding the lease polls it and stops.
     turn_cancel_requested = models.BooleanField(default=False)
-    # One summary job at a time per session; a killed worker's claim simply expires.
-    summary_lease_expires_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
@@ -106,6 +106,22 @@ class Message(models.Model):
         return f"#{self.pk} {self.role}"
 
 
+# What a call's input costs, in base input tokens: the provider's price of each kind of input token
+# relative to an uncached one (a cache write by lifetime, a cache read whatever the lifetime), by the
+# name of ModelCall's field that counts it.
+INPUT_PRICE = {
+    "input_tokens": 1.0,
+    "cache_creation_5m_input_tokens": 1.25,
+    "cache_creation_1h_input_tokens": 2.0,
+    "cache_read_input_tokens": 0.1,
+}
+
+
+def input_cost(usage: Mapping[str, int | None]) -> float:
+    """The input of one call (or a sum of calls) priced in base input tokens."""
+    return sum(price * (usage.get(name) or 0) for name, price in INPUT_PRICE.items())
+
+
 class ModelCall(models.Model):
     """Every call to the model provider, with its usage: the audit trail for staff and stats."""
 
@@ -121,7 +137,7 @@ class ModelCall(models.Model):
     cache_read_input_tokens = models.PositiveIntegerField(default=0)
     cache_creation_input_tokens = models.PositiveIntegerField(default=0)
     # The cache writes above by lifetime (they add up to it): a 1-hour write costs 2× the base input
-    # price, a 5-minute one 1.25× (conversations.cache, BUDDY_CACHE_TTL).
+    # price, a 5-minute one 1.25× (INPUT_PRICE; agent.cache chooses the lifetimes, BUDDY_CACHE_TTL).
     cache_creation_5m_input_tokens = models.PositiveIntegerField(default=0)
     cache_creation_1h_input_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
@@ -149,73 +165,6 @@ class ApiToken(models.Model):
         return f"{self.prefix}… ({self.user})"
 
 
-class IdempotencyKey(models.Model):
-    """The first answer to a `POST /prompt` with an `Idempotency-Key`, replayed for every repeat."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=255)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, null=True, related_name="+")
-    # The archived prompt, once there is one: a retry after a crash resumes that turn, never re-archives.
-    prompt = models.ForeignKey(Message, on_delete=models.CASCADE, null=True, related_name="+")
-    # The first answer: the reply (agent.submit.PromptReply's fields), or {"detail": ...} when the model failed.
-    response = models.JSONField(null=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "key"], name="idempotency_unique_user_key")]
-
-    def __str__(self) -> str:
-        return f"{self.key} ({self.user_id})"
-
-
-class ScheduledPrompt(models.Model):
-    """A prompt the server runs as its user at a time, or every N seconds (README, "Commands")."""
-
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scheduled_prompts")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="+")
-    chat_id = models.CharField(max_length=64, validators=[chat_id_validator], default="main")
-    text = models.TextField()
-    # The next due time; None once a one-off schedule has run. Claimed with a conditional UPDATE, so
-    # each due time runs once across every process.
-    next_run_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    every_seconds = models.PositiveIntegerField(null=True, blank=True, help_text="Empty: run once.")
-    enabled = models.BooleanField(default=True)
-    created_at = models.DateTimeField(default=timezone.now, editable=False)
-    last_run_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(every_seconds__isnull=True) | Q(every_seconds__gte=60), name="schedule_every_minute_or_more"
-            ),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.text[:40]} ({self.user})"
-
-
-class ScheduledRun(models.Model):
-    """One due time of a schedule: its unique row is what makes a due time run exactly once."""
-
-    class Status(models.TextChoices):
-        PENDING = "pending"
-        DONE = "done"
-        FAILED = "failed"
-
-    schedule = models.ForeignKey(ScheduledPrompt, on_delete=models.CASCADE, related_name="runs")
-    due_at = models.DateTimeField()
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
-    prompt = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
-    detail = models.TextField(blank=True)
-    created_at = models.DateTimeField(default=timezone.now)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["schedule", "due_at"], name="scheduled_run_once_per_due_time")]
-
-    def __str__(self) -> str:
-        return f"{self.schedule_id} @ {self.due_at:%Y-%m-%d %H:%M}"
-
-
 class HistoryImport(models.Model):
     """One `import_history` into a session: its digest refuses importing the same history twice."""
 
@@ -229,19 +178,3 @@ class HistoryImport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.messages} messages into {self.session_id} ({self.digest[:12]})"
-
-
-class RateCounter(models.Model):
-    """How often one limited thing (a user's prompts, failed logins of a name or an address) happened in
-    one fixed window of time. Kept in the database so every server process counts together."""
-
-    key = models.CharField(max_length=200)
-    window_start = models.DateTimeField()
-    count = models.PositiveIntegerField(default=0)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["key", "window_start"], name="rate_counter_unique_window")]
-        indexes = [models.Index(fields=["window_start"], name="rate_counter_window_start")]
-
-    def __str__(self) -> str:
-        return f"{self.key} @ {self.window_start:%Y-%m-%d %H:%M}: {self.count}"

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Max, QuerySet
 
 from conversations.content import CONFIRMATION_ANSWER_RE, agent_or_default, chat_id_or_default
-from conversations.models import Agent, Message, ScheduledRun, Session
+from conversations.models import Agent, Message, Session
+
+ScheduledPromptIds = Callable[[Collection[int]], set[int]]
+
+
+def _none_scheduled(message_ids: Collection[int]) -> set[int]:
+    return set()
+
+
+# Which of some turn starts a schedule sent. Schedules are the agent's (agent/models.py), above the
+# archive: the agent registers how to tell at start-up (agent/apps.py); until then none was.
+_scheduled_prompt_ids: ScheduledPromptIds = _none_scheduled
+
+
+def scheduled_prompts_register(*, lookup: ScheduledPromptIds) -> None:
+    global _scheduled_prompt_ids
+    _scheduled_prompt_ids = lookup
 
 
 def session_get(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session | None:
@@ -72,7 +90,7 @@ def prompt_kinds_set(messages: list) -> None:
     """Set `kind` on each message: what started the turn (`typed`, `confirmation`, `scheduled`) for a
     turn start, None for any other message. One query, for the scheduled ones."""
     starts = [message.id for message in messages if message.is_turn_start]
-    scheduled = set(ScheduledRun.objects.filter(prompt_id__in=starts).values_list("prompt_id", flat=True))
+    scheduled = _scheduled_prompt_ids(starts) if starts else set()
     for message in messages:
         if not message.is_turn_start:
             message.kind = None

@@ -46,17 +46,33 @@ class MessageVector(models.Model):
         return f"vector of message #{self.message_id}"
 
 
-class VectorLease(models.Model):
-    """One vector job per session at a time (memory.semantic.vectors_update): held until
-    `expires_at`, so a worker killed mid-job blocks the next one for at most that long."""
+class SessionJobLease(models.Model):
+    """One job of a kind per session at a time: a row held until `expires_at`, so a worker killed
+    mid-job blocks the next one for at most that long (conversations.leases.lease_row_take)."""
 
+    job = "job"
     session = models.OneToOneField(
         "conversations.Session", on_delete=models.CASCADE, primary_key=True, related_name="+"
     )
     expires_at = models.DateTimeField()
 
+    class Meta:
+        abstract = True
+
     def __str__(self) -> str:
-        return f"vector job of session #{self.session_id} until {self.expires_at:%H:%M:%S}"
+        return f"{self.job} of session #{self.session_id} until {self.expires_at:%H:%M:%S}"
+
+
+class VectorLease(SessionJobLease):
+    """The vector job's lease (memory.semantic.vectors_update)."""
+
+    job = "vector job"
+
+
+class SummaryLease(SessionJobLease):
+    """The summary job's lease (memory.summaries.summary_update)."""
+
+    job = "summary job"
 
 
 class VectorIndex(models.Model):

@@ -5,34 +5,30 @@ window would move to if it stepped now) are folded in as the window approaches i
 and the new summary reach the model together and the prompt cache breaks once. If the summary is late,
 the window still moves (the budget is hard) and the summary catches up.
 
-Runs on the task engine (django-q2), never on a reply's path; one job per session at a time (a lease
-on the session row); a failed model call is retried with backoff; a worker killed mid-way leaves no
-partial state — each summary records the last message it covers and the next job starts after it.
+Memory decides when a summary is due, what it covers and what is kept; the model that writes it is
+handed in (`summarise`) by the agent's summary task (agent/tasks.py), which owns the model clients,
+records each call and retries a failed one with backoff. The job runs on the task engine (django-q2),
+never on a reply's path; one job per session at a time (a SummaryLease); a worker killed mid-way
+leaves no partial state — each summary records the last message it covers and the next job starts
+after it.
 """
 
 from __future__ import annotations
 
-import logging
-import time
 from datetime import timedelta
+from typing import Protocol
 
 from django.conf import settings
-from django.utils import timezone
 
 from conversations.content import estimate_tokens
-from conversations.leases import lease_release, lease_take
-from conversations.llm import ModelError, model_client
-from conversations.models import Message, ModelCall, Session
-from conversations.services import model_call_record
+from conversations.leases import lease_row_take
+from conversations.models import Message, Session
 from conversations.window import window_next_step
-from memory.models import Summary
+from memory.models import Summary, SummaryLease
 from memory.selectors import summary_latest
 from memory.tools import message_line
 
-logger = logging.getLogger(__name__)
-
 LEASE = timedelta(minutes=5)
-MAX_ATTEMPTS = 5
 # Summarise ahead once the window is within this share of the budget of its next step.
 AHEAD_SHARE = 0.15
 # At most this many tokens of transcript per summary call; longer gaps are folded in several calls.
@@ -76,27 +72,21 @@ def summary_is_due(*, session: Session) -> bool:
     return summary_target_id(session=session) > (latest.through_message_id if latest else 0)
 
 
-def summary_schedule(*, session: Session) -> None:
-    """Queue a summary job if one is due (called after each turn; cheap when nothing is due)."""
-    from django_q.tasks import async_task
+class Summarise(Protocol):
+    """The summary model: the text it writes for `prompt` under `system`, in at most `max_tokens`
+    tokens. When the model fails it raises, and `summary_update` lets that exception through."""
 
-    if summary_is_due(session=session):
-        async_task("memory.summaries.summary_update", session.pk, group="summaries")
-
-
-def _lease_take(session_id: int) -> bool:
-    return lease_take(Session.objects.filter(pk=session_id), field="summary_lease_expires_at", ttl=LEASE)
+    def __call__(self, *, session: Session, system: str, prompt: str, max_tokens: int) -> str: ...
 
 
-def _lease_release(session_id: int) -> None:
-    lease_release(Session.objects.filter(pk=session_id), field="summary_lease_expires_at")
-
-
-def summary_update(session_id: int, attempt: int = 1) -> str:
-    """The task: fold every message up to the target into the summary. Safe to run twice."""
+def summary_update(*, session_id: int, summarise: Summarise) -> str:
+    """Fold every message up to the target into the summary, one chunk per `summarise` call: "up to
+    date" when done, "busy" when another job holds the session's lease, "disabled" when summaries are
+    off. Safe to run twice. What `summarise` raises propagates, with the lease released and every
+    summary written before it kept."""
     if not settings.BUDDY_SUMMARIES:
         return "disabled"
-    if not _lease_take(session_id):
+    if not lease_row_take(SummaryLease, ttl=LEASE, session_id=session_id):
         return "busy"  # the running job re-checks the target before it stops
     try:
         session = Session.objects.select_related("agent", "user").get(pk=session_id)
@@ -106,18 +96,12 @@ def summary_update(session_id: int, attempt: int = 1) -> str:
             through = latest.through_message_id if latest else 0
             if target <= through:
                 return "up to date"
-            _fold(session, latest, through, target)
-    except ModelError as exc:
-        if attempt >= MAX_ATTEMPTS:
-            logger.error("summary of session %s failed %s times: %s", session_id, attempt, exc)
-            return "failed"
-        _retry_later(session_id, attempt)
-        return "retrying"
+            _fold(session, latest, through, target, summarise)
     finally:
-        _lease_release(session_id)
+        SummaryLease.objects.filter(session_id=session_id).delete()
 
 
-def _fold(session: Session, latest: Summary | None, through: int, target: int) -> Summary:
+def _fold(session: Session, latest: Summary | None, through: int, target: int, summarise: Summarise) -> Summary:
     lines, last_id, budget = [], through, CHUNK_TOKENS
     rows = (
         Message.objects.filter(session=session, id__gt=through, id__lte=target)
@@ -133,43 +117,15 @@ def _fold(session: Session, latest: Summary | None, through: int, target: int) -
         last_id = message_id
     previous = latest.text if latest else "(none yet)"
     prompt = f"Previous summary:\n{previous}\n\nNew messages:\n" + "\n".join(lines) + "\n\nThe new summary:"
-    started = time.monotonic()
-    model = settings.BUDDY_SUMMARY_MODEL
-    try:
-        reply = model_client().complete(
-            model=model,
-            system=SUMMARY_SYSTEM.format(tokens=settings.BUDDY_SUMMARY_TOKENS),
-            prompt=prompt,
-            max_tokens=settings.BUDDY_SUMMARY_TOKENS,
-        )
-    except ModelError as exc:
-        _record(session, model, None, started, error=str(exc))
-        raise
-    _record(session, model, reply, started)
-    text = "\n".join(b.get("text", "") for b in reply.content if b.get("type") == "text").strip()
+    text = summarise(
+        session=session,
+        system=SUMMARY_SYSTEM.format(tokens=settings.BUDDY_SUMMARY_TOKENS),
+        prompt=prompt,
+        max_tokens=settings.BUDDY_SUMMARY_TOKENS,
+    ).strip()
     # The summary may never exceed its budget in the prompt, whatever the model wrote.
     text = text[: settings.BUDDY_SUMMARY_TOKENS * 4] or previous
     summary, _ = Summary.objects.get_or_create(
         session=session, through_message_id=last_id, defaults={"text": text, "tokens": estimate_tokens(text)}
     )
     return summary
-
-
-def _record(session: Session, model: str, reply, started: float, error: str = "") -> None:
-    model_call_record(
-        session=session, kind=ModelCall.Kind.SUMMARY, model=model, reply=reply, started=started, error=error
-    )
-
-
-def _retry_later(session_id: int, attempt: int) -> None:
-    """django-q2 acknowledges failed tasks; retries with backoff are a one-off schedule of our own."""
-    from django_q.models import Schedule
-
-    Schedule.objects.create(
-        name=f"summary retry {session_id} #{attempt + 1} {timezone.now():%H%M%S%f}",
-        func="memory.summaries.summary_update",
-        args=f"{session_id},{attempt + 1}",
-        schedule_type=Schedule.ONCE,
-        repeats=1,
-        next_run=timezone.now() + timedelta(seconds=30 * 2 ** (attempt - 1)),
-    )

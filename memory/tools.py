@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field
 
 from conversations.models import Message, Session
-from conversations.tool_inputs import (
+from lib.tool_inputs import (
     LenientToolInput,
     ToolInputError,
     input_error,

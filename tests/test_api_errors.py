@@ -10,7 +10,8 @@ import logging
 import pytest
 from django.test import Client
 
-from conversations.models import IdempotencyKey, Message, Session
+from agent.models import IdempotencyKey
+from conversations.models import Message, Session
 from conversations.services import message_append
 from conversations.tokens import api_token_create, api_tokens_revoke
 

@@ -2,7 +2,8 @@
 
 - an app imports only from its own layer's app or lower ones (never a higher layer, never a peer);
 - a first-party import inside a function carries a comment on its line or the line above saying why
-  (start-up cost, an optional dependency, Django not set up yet) — never a hidden cycle.
+  (start-up cost, an optional dependency, Django not set up yet) — never a hidden cycle;
+- a plain package (`lib`) imports neither Django nor any first-party module but its own.
 
 Migrations are left out: they are frozen history, run against historical models.
 """
@@ -10,6 +11,7 @@ Migrations are left out: they are frozen history, run against historical models.
 from __future__ import annotations
 
 import ast
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,11 +23,16 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS: dict[str, int] = {
     "buddy": 4,  # the project: settings, urls, asgi, the NinjaAPI and its exception handlers, auth
     "web": 3,  # transports: the page, the chat WebSocket consumer, routing
-    "agent": 2,  # the turn, its request, tool dispatch, submit, schedules, tasks, POST /prompt
+    "agent": 2,  # the turn, its request, model clients, cache policy, tools, schedules, tasks, limits
     "canvas": 1,  # canvas state (a domain: knows conversations only)
     "memory": 1,  # summaries, search, the memory tools (a domain: knows conversations only)
-    "conversations": 0,  # the archive: models, window, content, model clients, frames
+    "conversations": 0,  # the archive: agents, sessions, messages, the window, content, ModelCall, frames
+    "lib": -1,  # plain Python every floor shares (the tool-input base): no Django, no app
 }
+# Plain packages: they import no Django and no first-party module but their own.
+PLAIN_PACKAGES = {"lib"}
+_ISORT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]["isort"]
+FIRST_PARTY = set(_ISORT["known-first-party"])
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,8 @@ def module_problems(path: str, source: str) -> list[Problem]:
             continue
         for module in _imported_modules(node):
             target = module.split(".", 1)[0]
+            if app in PLAIN_PACKAGES and (target == "django" or (target in FIRST_PARTY and target not in LAYERS)):
+                problems.append(Problem(path, node.lineno, f"{app} imports {module} (a plain package)"))
             if target not in LAYERS:
                 continue
             if target != app and LAYERS[target] >= own_layer:
@@ -108,8 +117,14 @@ def first_party_modules() -> list[Path]:
 
 def test_every_app_has_a_layer():
     """A new app must be given its place here (and in docs/architecture.md)."""
-    apps = {p.parent.name for p in ROOT.glob("*/apps.py")} | {"buddy"}
+    apps = {p.parent.name for p in ROOT.glob("*/apps.py")} | {"buddy"} | PLAIN_PACKAGES
     assert apps == set(LAYERS)
+
+
+def test_plain_packages_sit_below_every_app_and_every_layer_sorts_as_first_party():
+    lowest_app = min(LAYERS[app] for app in set(LAYERS) - PLAIN_PACKAGES)
+    assert all(LAYERS[package] < lowest_app for package in PLAIN_PACKAGES)
+    assert set(LAYERS) <= FIRST_PARTY
 
 
 def test_arrows_point_down_and_no_import_hides_in_a_function():
@@ -133,6 +148,10 @@ def test_arrows_point_down_and_no_import_hides_in_a_function():
         ("canvas/x.py", "import memory.search\n", "canvas imports memory.search (a peer app)"),
         ("memory/x.py", "from web import consumers\n", "memory imports web (a higher layer)"),
         ("agent/x.py", "if True:\n    from buddy.api import api\n", "agent imports buddy.api (a higher layer)"),
+        ("lib/x.py", "from conversations import content\n", "lib imports conversations (a higher layer)"),
+        ("lib/x.py", "from django.conf import settings\n", "lib imports django.conf (a plain package)"),
+        ("lib/x.py", "import django\n", "lib imports django (a plain package)"),
+        ("lib/x.py", "from devtools.servers import daphne\n", "lib imports devtools.servers (a plain package)"),
         (
             "agent/x.py",
             "def f():\n    from canvas.services import canvas_apply\n",

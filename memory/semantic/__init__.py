@@ -37,10 +37,9 @@ from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
+from django.db import connection, transaction
 
-from conversations.leases import lease_take
+from conversations.leases import lease_row_take
 from conversations.models import Message
 from conversations.window.selectors import session_messages_since
 from memory.models import MessageVector, VectorIndex, VectorLease
@@ -164,16 +163,9 @@ def vectors_update(session_id: int) -> int:
 
 
 def _lease_take(session_id: int) -> bool:
-    """The session's vector lease (conversations.leases): its row's expired lease, or a new row."""
-    ttl = timedelta(seconds=LEASE_SECONDS)
-    if lease_take(VectorLease.objects.filter(session_id=session_id), field="expires_at", ttl=ttl):
-        return True
-    try:
-        with transaction.atomic():
-            VectorLease.objects.create(session_id=session_id, expires_at=timezone.now() + ttl)
-    except IntegrityError:
-        return False  # held by a running job: it goes on to the newest message before it stops
-    return True
+    """The session's vector lease (conversations.leases). While a running job holds it, that job goes on
+    to the newest message before it stops."""
+    return lease_row_take(VectorLease, ttl=timedelta(seconds=LEASE_SECONDS), session_id=session_id)
 
 
 def _lease_release(session_id: int) -> None:

@@ -15,10 +15,11 @@ from django.core.management.base import CommandError
 from django.db import close_old_connections
 from django.utils import timezone
 
+from agent.models import ScheduledPrompt, ScheduledRun
 from agent.schedules import ScheduleError, schedule_claim_due, schedule_create
 from agent.tasks import scheduled_run_execute, schedules_run_due
 from canvas.models import CanvasState
-from conversations.models import Message, ScheduledPrompt, ScheduledRun, Session
+from conversations.models import Message, Session
 from conversations.services import message_append, session_get_or_create
 from devtools.servers import ROOT
 

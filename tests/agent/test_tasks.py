@@ -12,7 +12,7 @@ from django.utils import timezone
 from django_q.models import Success
 from django_q.tasks import async_task
 
-from conversations.models import IdempotencyKey
+from agent.models import IdempotencyKey
 from devtools.servers import ROOT, server_env
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,5 +1,5 @@
 """Each tool's input is one Pydantic model: its schema is the definition the model is sent, and its
-validation error is the model's `is_error` text, naming the field and why (conversations/tool_inputs.py)."""
+validation error is the model's `is_error` text, naming the field and why (lib/tool_inputs.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from agent.models import ScheduledPrompt
 from agent.schedules import ScheduleIn
 from canvas.models import CanvasState
 from canvas.tools import CANVAS_INPUTS, ThemeIn
-from conversations.models import Message, ScheduledPrompt
-from conversations.tool_inputs import ToolInputError, input_schema, tool_input_parse
+from conversations.models import Message
+from lib.tool_inputs import ToolInputError, input_schema, tool_input_parse
 from memory.tools import MEMORY_INPUTS
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
+from agent.llm import usage_dict
 from agent.turn import turn_cancel, turn_run
 from canvas.models import CanvasState
-from conversations.llm import usage_dict
 from conversations.models import Message, ModelCall, Session
 from conversations.services import session_get_or_create
 from conversations.tokens import api_token_create
@@ -245,7 +245,7 @@ def test_idempotency_key_returns_the_first_answer_and_runs_nothing(api, model):
 
 
 def test_idempotency_key_after_a_crash_mid_turn_answers_without_a_second_prompt(api, model, user):
-    from conversations.models import IdempotencyKey
+    from agent.models import IdempotencyKey
     from conversations.services import message_append
 
     session = session_get_or_create(user=user, agent_slug=None, chat_id=None)
@@ -262,8 +262,8 @@ def test_idempotency_key_after_a_crash_between_archiving_and_remembering_runs_th
     recorded it left a key that answered 409 to every repeat, forever, and a prompt never answered.
     The lease, the prompt and the key now commit together; the repeat runs the prompt exactly once."""
     import agent.turn as turn_module
+    from agent.models import IdempotencyKey
     from agent.submit import prompt_submit
-    from conversations.models import IdempotencyKey
 
     class Killed(BaseException):
         """The process dies here (a BaseException: nothing in the app may catch it)."""

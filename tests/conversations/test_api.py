@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conversations.models import ScheduledPrompt, ScheduledRun
+from agent.models import ScheduledPrompt, ScheduledRun
 from conversations.services import message_append
 
 pytestmark = pytest.mark.django_db

@@ -1,4 +1,5 @@
-"""The one lease helper (conversations/leases.py), on the turn lease columns of a session."""
+"""The one lease helper (conversations/leases.py), on the turn lease columns of a session and on a
+lease kept in a row of its own (memory's summary leases)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from conversations.leases import lease_release, lease_renew, lease_take
+from conversations.leases import lease_release, lease_renew, lease_row_take, lease_take
 from conversations.models import Session
+from memory.models import SummaryLease
 
 pytestmark = pytest.mark.django_db
 
@@ -45,3 +47,16 @@ def test_an_expired_lease_is_free_and_only_its_holder_renews_or_releases_it(sess
     assert lease_renew(_rows(session, turn_lease_id="alive"), field=FIELD, ttl=TTL * 2)
     session.refresh_from_db()
     assert session.turn_lease_expires_at > before
+
+
+def test_a_lease_row_is_held_until_it_expires_or_is_deleted(session):
+    assert lease_row_take(SummaryLease, ttl=TTL, session_id=session.pk)
+    assert not lease_row_take(SummaryLease, ttl=TTL, session_id=session.pk)  # held: no second row, no takeover
+    assert SummaryLease.objects.get().expires_at > timezone.now()
+
+    SummaryLease.objects.filter(session_id=session.pk).update(expires_at=timezone.now() - TTL)  # its holder died
+    assert lease_row_take(SummaryLease, ttl=TTL, session_id=session.pk)
+    assert SummaryLease.objects.get().expires_at > timezone.now()
+
+    SummaryLease.objects.filter(session_id=session.pk).delete()  # released
+    assert lease_row_take(SummaryLease, ttl=TTL, session_id=session.pk)

@@ -11,10 +11,11 @@ from django.db import close_old_connections
 from django.utils import timezone
 from django_q.models import Schedule
 
+from agent.tasks import summary_update
 from agent.turn import turn_run
 from conversations.models import Message, ModelCall, Session
-from memory.models import Summary
-from memory.summaries import summary_update
+from memory import summaries as memory_summaries
+from memory.models import Summary, SummaryLease
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -102,6 +103,7 @@ def test_one_summary_job_at_a_time_per_session(small_window, session, settings):
         thread.join(timeout=60)
     assert sorted(outcomes).count("busy") == 2
     assert ModelCall.objects.filter(kind="summary").count() == Summary.objects.count() >= 1
+    assert not SummaryLease.objects.exists()  # released by the job that held it
 
 
 def test_a_failed_summary_call_is_retried(small_window, session, settings):
@@ -111,7 +113,7 @@ def test_a_failed_summary_call_is_retried(small_window, session, settings):
     small_window.fail_next(500, times=1)
     assert summary_update(session.pk) == "retrying"
     assert not Summary.objects.exists()
-    retry = Schedule.objects.get(func="memory.summaries.summary_update")
+    retry = Schedule.objects.get(func="agent.tasks.summary_update")
     assert retry.args == f"{session.pk},2" and retry.next_run > timezone.now()
     assert summary_update(session.pk, 2) == "up to date"
     assert Summary.objects.exists()
@@ -132,8 +134,9 @@ def test_nothing_is_skipped_after_a_killed_worker(small_window, session, setting
     chat(session, 12)
     settings.BUDDY_SUMMARIES = True
     # A worker took the lease and died: its lease expires, and the next job starts at message one.
-    Session.objects.filter(pk=session.pk).update(summary_lease_expires_at=timezone.now() - timedelta(seconds=1))
+    SummaryLease.objects.create(session=session, expires_at=timezone.now() - timedelta(seconds=1))
     assert summary_update(session.pk) == "up to date"
+    assert not SummaryLease.objects.exists()
     summary_requests = [r for r in small_window.requests if is_summary_call(r)]
     first = Message.objects.order_by("id").first()
     assert f"[#{first.id} " in str(summary_requests[0]["body"]["messages"])
@@ -149,3 +152,33 @@ def test_summaries_off_writes_none(small_window, session, settings):
     chat(session, 12)
     assert summary_update(session.pk) == "disabled"
     assert not Summary.objects.exists()
+
+
+def test_memory_writes_the_summary_with_whatever_model_it_is_handed(small_window, session, settings):
+    """The summary model comes from above (agent.tasks): memory folds with any `summarise`, lets its
+    failure through with the lease free and nothing written, and keeps what it returns."""
+    settings.BUDDY_SUMMARIES = False
+    chat(session, 12)
+    settings.BUDDY_SUMMARIES = True
+    asked = []
+
+    class Down(Exception):
+        pass
+
+    def failing(**request):
+        asked.append(request)
+        raise Down("no model today")
+
+    with pytest.raises(Down):
+        memory_summaries.summary_update(session_id=session.pk, summarise=failing)
+    assert not Summary.objects.exists() and not SummaryLease.objects.exists()
+    first = Message.objects.order_by("id").first()
+    assert asked[0]["session"] == session and f"[#{first.id} " in asked[0]["prompt"]
+    assert asked[0]["max_tokens"] == settings.BUDDY_SUMMARY_TOKENS
+
+    def writer(**request):
+        return "  The user talked about the weather.  "
+
+    assert memory_summaries.summary_update(session_id=session.pk, summarise=writer) == "up to date"
+    assert set(Summary.objects.values_list("text", flat=True)) == {"The user talked about the weather."}
+    assert not ModelCall.objects.filter(kind="summary").exists()  # recording calls is the caller's part

@@ -52,21 +52,6 @@ def usage_dict(usage: Any) -> dict[str, int]:
     return figures
 
 
-# What a call's input costs, in base input tokens: the provider's price of each kind of input token
-# relative to an uncached one (a cache write by lifetime, a cache read whatever the lifetime).
-INPUT_PRICE = {
-    "input_tokens": 1.0,
-    "cache_creation_5m_input_tokens": 1.25,
-    "cache_creation_1h_input_tokens": 2.0,
-    "cache_read_input_tokens": 0.1,
-}
-
-
-def input_cost(usage: dict[str, int]) -> float:
-    """The input of one call (or a sum of calls) priced in base input tokens."""
-    return sum(price * (usage.get(name) or 0) for name, price in INPUT_PRICE.items())
-
-
 class ModelClient(Protocol):
     def stream(
         self,

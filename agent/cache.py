@@ -36,13 +36,16 @@ from itertools import pairwise
 from django.conf import settings
 from django.utils import timezone
 
-from conversations.models import Message, ModelCall, Session
+from conversations.models import INPUT_PRICE, Message, ModelCall, Session
 
 FIVE_MINUTES = "5m"
 ONE_HOUR = "1h"
 SHORT_LIFETIME = timedelta(minutes=5)
 LONG_LIFETIME = timedelta(hours=1)
-WRITE_PRICE = {FIVE_MINUTES: 1.25, ONE_HOUR: 2.0}
+WRITE_PRICE = {
+    FIVE_MINUTES: INPUT_PRICE["cache_creation_5m_input_tokens"],
+    ONE_HOUR: INPUT_PRICE["cache_creation_1h_input_tokens"],
+}
 # Above this chance of a long pause before the next call, a 1-hour write is the cheaper one.
 LONG_PAUSE_BREAK_EVEN = (WRITE_PRICE[ONE_HOUR] - WRITE_PRICE[FIVE_MINUTES]) / WRITE_PRICE[ONE_HOUR]
 RECENT_TURNS = 20

@@ -12,9 +12,9 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
+from agent.cache import CacheLifetimes, cache_lifetimes, long_pause_share
+from agent.llm import usage_dict
 from agent.turn import turn_run
-from conversations.cache import CacheLifetimes, cache_lifetimes, long_pause_share
-from conversations.llm import usage_dict
 from conversations.models import Message, ModelCall
 from conversations.services import message_append
 
