@@ -15,11 +15,11 @@ from agent.submit import prompt_submit
 from agent.turn import TurnError, turn_cancel
 from canvas.elements import CanvasCommandError
 from canvas.selectors import canvas_replay_frames_of
-from canvas.services import confirmation_answer
+from canvas.services import canvas_lock, confirmation_answer
 from conversations.content import confirmation_answer_text
 from conversations.models import Agent
 from conversations.selectors import agent_get, session_find
-from memory.notes.tool import note_proposal_answer
+from memory.notes.proposals import note_proposal_answer
 
 
 class LoginNoLongerValid(TurnError):
@@ -66,11 +66,15 @@ def chat_cancel(*, user_id: int, agent_id: int, chat_id: str) -> bool:
 
 def chat_confirmation_answer(*, user_id: int, agent_id: int, chat_id: str, element_id: str, confirmed: bool) -> str:
     """Answer the confirmation `element_id` on the chat's canvas; returns the prompt that runs the answer
-    as a turn. Raises CanvasCommandError (unknown_element, not_a_confirmation, already_answered)."""
+    as a turn. A question about the user's memory (docs/memory.md) is decided with it: the element and
+    the prompt both say what the yes did. Raises CanvasCommandError (unknown_element,
+    not_a_confirmation, already_answered)."""
     session = session_find(user_id=user_id, agent_id=agent_id, chat_id=chat_id)
     if session is None:
         raise CanvasCommandError(f"no element `{element_id}` on the canvas", code="unknown_element")
-    with transaction.atomic():  # the answer and the profile note it decides (docs/memory.md) commit together
-        confirmation_answer(session=session, element_id=element_id, confirmed=confirmed)
-        note_proposal_answer(session=session, element_id=element_id, confirmed=confirmed)
-    return confirmation_answer_text(element_id=element_id, confirmed=confirmed)
+    with transaction.atomic():  # the answer and the profile note it decides commit together
+        canvas_lock(session=session)  # first, as a tool round takes it (agent.tools)
+        proposal = note_proposal_answer(session=session, element_id=element_id, confirmed=confirmed)
+        outcome = proposal.outcome if proposal is not None and confirmed else None
+        confirmation_answer(session=session, element_id=element_id, confirmed=confirmed, outcome=outcome)
+    return confirmation_answer_text(element_id=element_id, confirmed=confirmed, outcome=outcome)

@@ -16,15 +16,18 @@ from django.conf import settings
 from django.db import transaction
 
 from agent.schedules import SCHEDULE_TOOL, ScheduleError, schedule_from_tool
-from canvas.services import CanvasCommandError, canvas_apply
+from canvas.limits import RESERVED_ID_PREFIX
+from canvas.services import CanvasCommandError, canvas_apply, canvas_lock, server_confirmation_show
 from canvas.tools import CANVAS_TOOL_NAMES, CANVAS_TOOLS
 from conversations.models import Message, Session
 from conversations.services import message_append
 from memory.notes import tool as notes_tool
 from memory.notes.paths import NoteError
+from memory.notes.proposals import ELEMENT_ID_PREFIX
 from memory.tools import MEMORY_TOOL_DEFINITIONS, MemoryToolError, memory_tool_run
 
 MEMORY_TOOLS = {"search_history", "get_messages_by_date", "get_extended_context"}
+assert ELEMENT_ID_PREFIX.startswith(RESERVED_ID_PREFIX), "the memory's questions need ids no canvas tool may touch"
 
 
 @dataclass
@@ -45,11 +48,11 @@ def _run_read_only(session: Session, name: str, tool_input: dict[str, Any]) -> T
 
 
 def _run_notes(session: Session, tool_input: dict[str, Any], source: Message | None) -> ToolOutcome:
-    """The memory tool over the notes; a profile write asks the user with a canvas confirmation."""
+    """The memory tool over the notes; a profile write asks the user with the server's confirmation."""
 
     def ask_user(params: dict[str, Any]) -> None:
         try:
-            canvas_apply(session=session, command="canvas_show_confirmation", params=params)
+            server_confirmation_show(session=session, params=params)
         except CanvasCommandError as exc:
             raise NoteError(f"could not ask the user on the canvas ({exc})") from exc
 
@@ -71,7 +74,7 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any], source
                 change = canvas_apply(session=session, command=name, params=tool_input)
         except CanvasCommandError as exc:
             return ToolOutcome(f"{name} failed, nothing changed: {exc}", is_error=True)
-        return ToolOutcome(f"{name}: done (canvas version {change.version}).")
+        return ToolOutcome(f"{name}: {change.result} Canvas version {change.version}.")
     if name == "schedule_prompt":
         try:
             return ToolOutcome(schedule_from_tool(session=session, tool_input=tool_input))
@@ -99,6 +102,7 @@ def tool_round_run(*, session: Session, tool_uses: list[dict[str, Any]], source:
         elif block["name"] in MEMORY_TOOLS:
             outcomes[block["id"]] = _run_read_only(session, block["name"], block["input"])
     with transaction.atomic():
+        canvas_lock(session=session)
         for block in tool_uses:
             if block["id"] not in outcomes:
                 outcomes[block["id"]] = _run_writing(session, block["name"], block["input"], source)

@@ -256,7 +256,7 @@ ELEMENT_TYPES: dict[str, ElementType] = {
         ElementType("chart", "canvas_show_chart", ChartIn),
         ElementType("table", "canvas_show_table", TableIn),
         ElementType("media", "canvas_play_media", MediaIn),
-        ElementType("confirmation", "canvas_show_confirmation", ConfirmationIn, server_fields=("answered",)),
+        ElementType("confirmation", "canvas_show_confirmation", ConfirmationIn, server_fields=("answered", "outcome")),
     )
 }
 TYPE_BY_ADD_COMMAND: dict[str, ElementType] = {kind.add_command: kind for kind in ELEMENT_TYPES.values()}
@@ -284,28 +284,28 @@ def check_fields_known(element_type: ElementType, fields: dict[str, Any]) -> Non
         )
 
 
-def check_element(element: Element) -> None:
-    """Raise CanvasCommandError unless `element` is a complete, valid element within the size limit."""
+def check_element(element: Element, max_bytes: int = MAX_ELEMENT_BYTES) -> None:
+    """Raise CanvasCommandError unless `element` is a complete, valid element within `max_bytes`."""
     element_type = ELEMENT_TYPES[element["type"]]
     skipped = {"type", *element_type.server_fields}
     tool_input_check(element_type.model, {name: value for name, value in element.items() if name not in skipped})
     size = element_bytes(element)
-    if size > MAX_ELEMENT_BYTES:
+    if size > max_bytes:
         raise CanvasCommandError(
             f"{element_type.name} `{element['id']}` would be {size} bytes of JSON; one element is at most "
-            f"{MAX_ELEMENT_BYTES} bytes (16 KiB): make it shorter or split it into several elements",
+            f"{max_bytes} bytes ({max_bytes // 1024} KiB): make it shorter or split it into several elements",
             code="too_large",
         )
 
 
-def element_build(element_type: ElementType, params: dict[str, Any]) -> Element:
+def element_build(element_type: ElementType, params: dict[str, Any], max_bytes: int = MAX_ELEMENT_BYTES) -> Element:
     """A new element of `element_type` from a tool's input; validated, raises CanvasCommandError.
     A field given as null is left out (the same as not giving it)."""
     given = {name: value for name, value in params.items() if value is not None}
     tool_input_check(element_type.model, given)
     element: Element = {"type": element_type.name, "id": params["id"]}
     element.update((name, value) for name, value in given.items() if name != "id")
-    check_element(element)
+    check_element(element, max_bytes)
     return element
 
 

@@ -24,14 +24,22 @@ from canvas.elements import (
     json_type,
     tool_input_check,
 )
-from canvas.limits import MAX_ELEMENTS
+from canvas.limits import MAX_ELEMENT_BYTES, MAX_ELEMENTS, MAX_SERVER_ELEMENT_BYTES, RESERVED_ID_PREFIX
 from canvas.models import CanvasState
 from canvas.push import push_frame_on_commit
 from canvas.tools import CANVAS_TOOL_NAMES, ModeIn, NotificationIn, RemoveIn, ThemeIn, UpdateIn
 from conversations import events
 from conversations.models import Session
 
-__all__ = ["CanvasChange", "CanvasCommandError", "canvas_apply", "canvas_reduce", "confirmation_answer"]
+__all__ = [
+    "CanvasChange",
+    "CanvasCommandError",
+    "canvas_apply",
+    "canvas_lock",
+    "canvas_reduce",
+    "confirmation_answer",
+    "server_confirmation_show",
+]
 
 
 @dataclass(frozen=True)
@@ -82,11 +90,11 @@ def _counted(count: int) -> str:
     return f"{count} element{'' if count == 1 else 's'} on the canvas"
 
 
-def _add(command: str) -> Callable[[CanvasState, dict[str, Any]], _Outcome]:
+def _add(command: str, max_bytes: int = MAX_ELEMENT_BYTES) -> Callable[[CanvasState, dict[str, Any]], _Outcome]:
     element_type = TYPE_BY_ADD_COMMAND[command]
 
     def add(state: CanvasState, params: dict[str, Any]) -> _Outcome:
-        element = element_build(element_type, params)
+        element = element_build(element_type, params, max_bytes)
         elements: list[Element] = list(state.elements)
         index = _find(elements, element["id"])
         if index is not None:
@@ -139,15 +147,28 @@ def _remove(state: CanvasState, params: dict[str, Any]) -> _Outcome:
     return _Outcome({"id": element_id}, f"Removed {removed['type']} `{element_id}` ({_counted(len(elements))}).")
 
 
+def _reserved(element_id: Any) -> bool:
+    return isinstance(element_id, str) and element_id.lower().startswith(RESERVED_ID_PREFIX)
+
+
 def _set_mode(state: CanvasState, params: dict[str, Any]) -> _Outcome:
+    """`clear` removes every element but the server's questions still waiting for the user's answer:
+    the model cannot make such a question vanish. The frame names them (`keep`) when there are any."""
     tool_input_check(ModeIn, params)
     mode = params["mode"]
     state.mode = mode
     if mode == "clear":
-        removed = len(state.elements)
-        state.elements = []
+        kept = [e for e in state.elements if _reserved(e["id"]) and not e.get("answered")]
+        removed = len(state.elements) - len(kept)
+        state.elements = kept
+        result = f"Cleared the canvas ({removed} element{'' if removed == 1 else 's'} removed)."
+        if not kept:
+            return _Outcome({"mode": "clear"}, result)
+        ids = [e["id"] for e in kept]
         return _Outcome(
-            {"mode": "clear"}, f"Cleared the canvas ({removed} element{'' if removed == 1 else 's'} removed)."
+            {"mode": "clear", "keep": ids},
+            f"{result} Kept {', '.join(f'`{i}`' for i in ids)}: a question to the user about their memory "
+            "stays until they answer it.",
         )
     return _Outcome({"mode": mode}, "The canvas is in content mode.")
 
@@ -226,11 +247,40 @@ def _handler(command: str, params: Any) -> Callable[[CanvasState, dict[str, Any]
         )
     if not isinstance(params, dict):
         raise CanvasCommandError(f"the input of {command} must be an object, not {json_type(params)}")
+    if _reserved(params.get("id")):
+        raise CanvasCommandError(
+            f"`{params['id']}`: ids starting with `{RESERVED_ID_PREFIX}` are the server's questions to the user "
+            "about their memory; only the user answers them, and no canvas tool may add, change or remove one. "
+            "Use another id.",
+            code="reserved_id",
+        )
     return handler
 
 
-def confirmation_answer(*, session: Session, element_id: str, confirmed: bool) -> CanvasChange:
-    """Mark the confirmation `element_id` answered (`answered`: "confirmed" or "declined").
+def server_confirmation_show(*, session: Session, params: dict[str, Any]) -> CanvasChange:
+    """Show a confirmation the server itself asks (its text is the server's, its id in the reserved
+    space that canvas_apply refuses); the user answers it like any other. Raises CanvasCommandError."""
+    if not _reserved(params.get("id")):
+        raise CanvasCommandError(f"the server's questions have ids starting with `{RESERVED_ID_PREFIX}`")
+    with transaction.atomic():
+        state = _state_for_update(session)
+        assert state is not None
+        outcome = _add("canvas_show_confirmation", MAX_SERVER_ELEMENT_BYTES)(state, params)
+        return _commit(session, state, "canvas_show_confirmation", outcome)
+
+
+def canvas_lock(*, session: Session) -> None:
+    """Lock the session's canvas row, if it has one, until the transaction ends. A write of the chat
+    that takes other locks too (a tool round, a confirmation's answer) takes this one first, so two such
+    writes never wait on each other's locks in opposite orders. Caller is inside atomic()."""
+    _state_for_update(session, create=False)
+
+
+def confirmation_answer(
+    *, session: Session, element_id: str, confirmed: bool, outcome: str | None = None
+) -> CanvasChange:
+    """Mark the confirmation `element_id` answered (`answered`: "confirmed" or "declined"), with the
+    `outcome` of what the answer did, when the caller has one to show (a server's question).
 
     The change is broadcast as a `canvas_update_card` carrying the whole element. Running the answer
     as a turn (`[confirmation ID: confirmed|declined]`) is the caller's business. Raises
@@ -256,7 +306,9 @@ def confirmation_answer(*, session: Session, element_id: str, confirmed: bool) -
                 code="already_answered",
             )
         element["answered"] = "confirmed" if confirmed else "declined"
+        if outcome:
+            element["outcome"] = outcome
         elements[index] = element
         state.elements = elements
-        outcome = _Outcome(element_params(element), f"Confirmation `{element_id}` {element['answered']}.")
-        return _commit(session, state, "canvas_update_card", outcome)
+        marked = _Outcome(element_params(element), f"Confirmation `{element_id}` {element['answered']}.")
+        return _commit(session, state, "canvas_update_card", marked)

@@ -134,12 +134,14 @@ def json_text_cleaned(value: Any) -> Any:
     return value
 
 
-# A confirmation answered on the canvas, as the prompt its turn runs: `[confirmation ID: confirmed|declined]`.
-CONFIRMATION_ANSWER_RE = re.compile(r"\[confirmation [^\]]*: (?:confirmed|declined)\]")
+# A confirmation answered on the canvas, as the prompt its turn runs: `[confirmation ID: confirmed|declined]`,
+# and on a line of its own what the answer did, when the server says (a question about the user's memory).
+CONFIRMATION_ANSWER_RE = re.compile(r"\[confirmation [^\]]*: (?:confirmed|declined)\](?:\n[^\n]+)?")
 
 
-def confirmation_answer_text(*, element_id: str, confirmed: bool) -> str:
-    return f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]"
+def confirmation_answer_text(*, element_id: str, confirmed: bool, outcome: str | None = None) -> str:
+    answer = f"[confirmation {element_id}: {'confirmed' if confirmed else 'declined'}]"
+    return f"{answer}\n{outcome}" if outcome else answer
 
 
 def tool_result_text(content: Any) -> str:

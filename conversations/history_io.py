@@ -159,19 +159,28 @@ class Validated:
 def history_validate(
     stream: IO[str] | IO[bytes], progress: Callable[[int], None] | None = None, extra: ExtraLines | None = None
 ) -> Validated:
-    """Validate every line; raises ImportLineError on the first bad one. `count` counts the messages."""
+    """Validate every line; raises ImportLineError on the first bad one. `count` counts the messages.
+    Extra lines (memory notes) come after every message: one before a message is refused."""
     count = 0
     digest = hashlib.sha256()
     first: ImportLine | None = None
+    first_extra: ExtraLine | None = None
     for line_number, line in iter_lines(stream, extra.kinds if extra else frozenset()):
         if isinstance(line, ExtraLine):
             assert extra is not None
+            first_extra = first_extra or line
             try:
                 extra.check(kind=line.kind, data=line.data, messages_before=count)
             except ValueError as exc:
                 raise ImportLineError(line_number, f"{line.kind}: {exc}") from None
             digest.update(dumps_compact({line.kind: line.data}).encode("utf-8"))
         else:
+            if first_extra is not None:
+                raise ImportLineError(
+                    first_extra.line_number,
+                    f"{first_extra.kind}: a {first_extra.kind} line comes before the message on line {line_number}; "
+                    f"{first_extra.kind} lines come after all the messages",
+                )
             count += 1
             first = first or line
             created_at = line.created_at.isoformat() if line.created_at else None

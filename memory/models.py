@@ -137,9 +137,9 @@ class Note(models.Model):
 
 
 class NoteVersion(models.Model):
-    """One change of a note, kept forever (also after the note is deleted): `before` is None for a
-    creation, `after` None for a deletion. `source_message` is the assistant message whose tool call
-    made a model's change."""
+    """One change of a note (also kept after the note is deleted): `before` is None for a creation,
+    `after` None for a deletion. `source_message` is the assistant message whose tool call made a
+    model's change. The newest NOTE_VERSIONS_KEPT of a note stay (memory.notes.services)."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     session = models.ForeignKey(
@@ -165,17 +165,19 @@ class NoteVersion(models.Model):
 
 class NoteProposal(models.Model):
     """A model's change to a profile note, waiting for the user's answer to the canvas confirmation
-    `element_id`: applied only when confirmed."""
+    `element_id`: applied only when confirmed, and then exactly as stored. `changes` is what the
+    confirmation showed: `[{"path", "expected", "result"}]`, each note's text as the change found it
+    (null: no note there) and as it leaves it (null: deleted)."""
 
     class Status(models.TextChoices):
         PENDING = "pending"
         APPLIED = "applied"
         DECLINED = "declined"
-        FAILED = "failed"  # confirmed, but no longer valid (e.g. the note changed meanwhile)
+        FAILED = "failed"  # confirmed, but a note no longer held what was shown (or a cap was reached)
 
     session = models.ForeignKey("conversations.Session", on_delete=models.CASCADE, related_name="+")
     element_id = models.CharField(max_length=64)
-    command = models.JSONField()
+    changes = models.JSONField(default=list)
     source_message = models.ForeignKey(
         "conversations.Message", on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

@@ -12,7 +12,7 @@ from conversations.models import Session
 from conversations.schemas import ErrorOut
 from conversations.selectors import session_get
 from memory.models import NoteAuthor, NoteScope
-from memory.notes.paths import NoteError, NoteMissing, directory_check, scope_of
+from memory.notes.paths import NOTE_VERSIONS_KEPT, NoteError, NoteMissing, directory_check, scope_of
 from memory.notes.schemas import (
     NoteChatIn,
     NoteOut,
@@ -21,9 +21,10 @@ from memory.notes.schemas import (
     NoteRestoreIn,
     NotesOut,
     NoteVersionOut,
+    NoteVersionsIn,
     NoteVersionsOut,
 )
-from memory.notes.selectors import note_versions, notes_both
+from memory.notes.selectors import note_versions_page, notes_both
 from memory.notes.services import note_delete, note_put, note_restore
 
 router = Router(tags=["memory notes"])
@@ -127,20 +128,28 @@ def notes_delete(request: HttpRequest, params: Query[NoteRefIn]):
 @router.get(
     "/memory/notes/versions",
     response={200: NoteVersionsOut, **ERRORS},
-    summary="Every change of a note",
-    description="Newest first, also of a deleted note: when, by whom (`model` with the message of its tool "
-    "call, or `user`), the text before and after.",
+    summary="The changes of a note, a page at a time",
+    description=f"Newest first, also of a deleted note: when, by whom (`model` with the message of its tool "
+    f"call, or `user`), the text before and after. A note keeps its newest {NOTE_VERSIONS_KEPT} versions; "
+    "`limit` per page, the next page with `before` = `next_before`.",
 )
-def notes_versions(request: HttpRequest, params: Query[NoteRefIn]):
+def notes_versions(request: HttpRequest, params: Query[NoteVersionsIn]):
     session = _chat(request, params, params.scope)
-    versions = note_versions(user=request.user, session=session, scope=params.scope, path=params.path)
+    versions, next_before = note_versions_page(
+        user=request.user,
+        session=session,
+        scope=params.scope,
+        path=params.path,
+        limit=params.limit,
+        before=params.before,
+    )
     rows = [
         NoteVersionOut(
             id=v.pk, changed_at=v.changed_at, changed_by=v.changed_by, before=v.before, after=v.after, **_source(v)
         )
-        for v in versions.select_related("source_message__session__agent")
+        for v in versions
     ]
-    return Status(200, NoteVersionsOut(versions=rows))
+    return Status(200, NoteVersionsOut(versions=rows, next_before=next_before))
 
 
 @router.post(

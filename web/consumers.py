@@ -21,8 +21,10 @@ Frames the client must know about beyond the README's list:
 - `canvas_show_notification` has its own `version` like every canvas frame (it is never replayed).
 - `assistant_message` carries `sources`: the archived messages the turn's memory tools cited
   (`[{"id", "agent", "chat_id", "role", "created_at"}]`, empty when it used none), as `GET /history`.
-- A `confirmation_response` to a confirmation the memory tool made ("Remember in all chats: …?")
-  also decides that profile note: applied when confirmed, dropped when declined (docs/memory.md).
+- A `confirmation_response` to the server's question about a profile note (an id starting with
+  `memory-`) also decides that change: applied exactly as shown when confirmed (or not at all, the
+  answered element's `outcome` and the answer's prompt saying why), dropped when declined
+  (docs/memory.md). A `canvas_set_mode` clear may carry `keep`: the ids of elements it leaves.
 - A frame whose `version` is not above the client's is a duplicate (it may arrive right after a
   replay that already included it): ignore it. A version more than one above the client's means a
   frame was lost: send `replay`.

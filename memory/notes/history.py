@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
@@ -64,7 +64,7 @@ class NoteLines:
         if data["updated_by"] not in NoteAuthor.values:
             raise ValueError("updated_by must be 'model' or 'user'")
         if _when(data["updated_at"]) is None:
-            raise ValueError("updated_at is not an ISO-8601 date-time")
+            raise ValueError("updated_at is not an ISO-8601 date-time between years 1 and 9999 in UTC")
         source = data["source"]
         if source is not None and (
             isinstance(source, bool) or not isinstance(source, int) or not 1 <= source <= messages_before
@@ -86,11 +86,15 @@ class NoteLines:
             Note.objects.filter(pk=note.pk).update(updated_at=_when(data["updated_at"]), updated_by=data["updated_by"])
 
 
-def _when(raw: Any):
+def _when(raw: Any) -> datetime | None:
+    """The date-time in UTC, or None when it is not one (also when it lies outside years 1–9999 in UTC,
+    e.g. 9999-12-31T23:59:59-14:00)."""
     try:
         value = parse_datetime(raw) if isinstance(raw, str) else None
+        if value is None:
+            return None
+        if timezone.is_naive(value):
+            value = timezone.make_aware(value, UTC)
+        return value.astimezone(UTC)
     except (ValueError, OverflowError):
         return None
-    if value is not None and timezone.is_naive(value):
-        value = timezone.make_aware(value, UTC)
-    return value

@@ -15,6 +15,10 @@ PROFILE_DIR = f"{ROOT}/profile"
 PATH_MAX_CHARS = 200
 NOTE_MAX_BYTES = 8 * 1024
 NOTES_PER_SCOPE = 100
+# Versions kept per note (the newest; older ones are pruned), and per scope the deleted notes whose
+# versions stay, the most recently deleted (README: Memory notes).
+NOTE_VERSIONS_KEPT = 50
+DELETED_NOTES_KEPT = 100
 PATH_RE = re.compile(r"^[A-Za-z0-9_ ./-]+$")
 
 
@@ -24,6 +28,10 @@ class NoteError(ValueError):
 
 class NoteMissing(NoteError):
     """No such note or version (of this user and chat)."""
+
+
+class NoteConflict(NoteError):
+    """A change was made against a note's text that is no longer the note's text."""
 
 
 def directory_check(path: str) -> str:

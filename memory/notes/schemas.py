@@ -6,7 +6,7 @@ from typing import Literal
 from ninja import Field, Schema
 
 from conversations.schemas import PlainText
-from memory.notes.paths import NOTE_MAX_BYTES, PATH_MAX_CHARS
+from memory.notes.paths import NOTE_MAX_BYTES, NOTE_VERSIONS_KEPT, PATH_MAX_CHARS
 
 Scope = Literal["chat", "profile"]
 
@@ -19,6 +19,15 @@ class NoteChatIn(Schema):
 class NoteRefIn(NoteChatIn):
     scope: Scope
     path: PlainText = Field(..., max_length=PATH_MAX_CHARS, description="A path under `/memories/`.")
+
+
+class NoteVersionsIn(NoteRefIn):
+    limit: int = Field(
+        20, ge=1, le=NOTE_VERSIONS_KEPT, description=f"Versions in one page, at most {NOTE_VERSIONS_KEPT}."
+    )
+    before: int | None = Field(
+        None, ge=1, le=2**63 - 1, description="A version's `id`: the page holds the versions older than it."
+    )
 
 
 class NotePutIn(NoteRefIn):
@@ -57,3 +66,4 @@ class NoteVersionOut(Schema):
 
 class NoteVersionsOut(Schema):
     versions: list[NoteVersionOut] = Field(description="Newest first.")
+    next_before: int | None = Field(description="`before` of the next (older) page; null on the last page.")

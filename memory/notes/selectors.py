@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import QuerySet
 
 from conversations.content import estimate_tokens
 from conversations.models import Session
 from memory.models import Note, NoteScope, NoteVersion
 from memory.notes.paths import PROFILE_DIR, ROOT
 from memory.notes.services import notes_of
+
+NOTE_FIRST_LINE_CHARS = 200  # of a note not shown whole in the context block
 
 
 def notes_both(*, user: AbstractBaseUser, session: Session | None) -> dict[str, list[Note]]:
@@ -25,32 +26,70 @@ def notes_both(*, user: AbstractBaseUser, session: Session | None) -> dict[str, 
     }
 
 
-def note_versions(*, user: AbstractBaseUser, session: Session | None, scope: str, path: str) -> QuerySet[NoteVersion]:
-    """Every change of the note at `path` of that scope, newest first (also of a deleted note)."""
+def note_versions_page(
+    *, user: AbstractBaseUser, session: Session | None, scope: str, path: str, limit: int, before: int | None = None
+) -> tuple[list[NoteVersion], int | None]:
+    """Up to `limit` kept versions of the note at `path` of that scope (also of a deleted note), newest
+    first, older than the version `before` when given; and the `before` of the next page (None: last)."""
     versions = NoteVersion.objects.filter(user=user, scope=scope, path=path)
     if scope == NoteScope.CHAT:
         versions = versions.filter(session=session) if session is not None else versions.none()
-    return versions.order_by("-changed_at", "-id")
+    if before is not None:
+        versions = versions.filter(id__lt=before)
+    page = list(versions.select_related("source_message__session__agent").order_by("-id")[: limit + 1])
+    more = len(page) > limit
+    page = page[:limit]
+    return page, (page[-1].pk if more else None)
 
 
 def notes_context_text(*, session: Session) -> str:
-    """The notes' part of the context block: every note of both scopes, with its text while the notes
-    shown in full stay within BUDDY_NOTES_TOKENS, then path and first line only. Empty when there are none."""
+    """The notes' part of the context block, never more than BUDDY_NOTES_TOKENS (estimate_tokens of the
+    whole text): the notes of both scopes, in order, listed by path and first line while they fit; then,
+    in order, those that fit shown whole instead. Notes that do not fit at all are left out, and a last
+    line says how many and how to view them. Empty when there are none (or the budget holds nothing)."""
     notes = notes_both(user=session.user, session=session)
     every = notes[NoteScope.CHAT] + notes[NoteScope.PROFILE]
     if not every:
         return ""
     budget = settings.BUDDY_NOTES_TOKENS
+    # Each line is costed on its own: the sum is never below the estimate of the lines joined.
     lines = [
         f"Your memory notes (the memory tool's {ROOT}/; those under {PROFILE_DIR}/ are the user's profile, "
         "shared by all their chats):"
     ]
-    spent = 0
+    spent = estimate_tokens(lines[0])
+    listed: list[Note] = []
     for note in every:
-        spent += estimate_tokens(note.content)
-        if spent <= budget:
-            lines.append(f"--- {note.path}\n{note.content}")
-        else:
-            first_line = note.content.split("\n", 1)[0][:200]
-            lines.append(f"--- {note.path} (first line; view it for the rest)\n{first_line}")
+        short = _note_short(note)
+        reserve = 0 if len(listed) + 1 == len(every) else estimate_tokens(_left_out(len(every), len(every)))
+        if spent + estimate_tokens(short) + reserve > budget:
+            break
+        lines.append(short)
+        listed.append(note)
+        spent += estimate_tokens(short)
+    if len(listed) < len(every):
+        left_out = _left_out(len(every) - len(listed), len(every))
+        if not listed:
+            return left_out if estimate_tokens(left_out) <= budget else ""
+        lines.append(left_out)
+        spent += estimate_tokens(left_out)
+    for index, note in enumerate(listed, start=1):
+        whole = f"--- {note.path}\n{note.content}"
+        extra = estimate_tokens(whole) - estimate_tokens(lines[index])
+        if extra <= budget - spent:
+            lines[index], spent = whole, spent + extra
     return "\n".join(lines)
+
+
+def _note_short(note: Note) -> str:
+    first_line, _, rest = note.content.partition("\n")
+    if not rest and len(first_line) <= NOTE_FIRST_LINE_CHARS:
+        return f"--- {note.path}\n{note.content}"
+    return f"--- {note.path} (first line; view it for the rest)\n{first_line[:NOTE_FIRST_LINE_CHARS]}"
+
+
+def _left_out(count: int, total: int) -> str:
+    return (
+        f"({count} of the {total} memory notes are not shown here, to keep this short: the memory tool's "
+        f"view of {ROOT} lists them all, and view of a note's path reads it.)"
+    )

@@ -1,15 +1,47 @@
-"""Every write to a note: each keeps a NoteVersion (who, when, the text before and after)."""
+"""Every write to a note: each keeps a NoteVersion (who, when, the text before and after), at most
+NOTE_VERSIONS_KEPT per note."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from conversations.models import Message, Session
 from memory.models import Note, NoteAuthor, NoteScope, NoteVersion
-from memory.notes.paths import NOTES_PER_SCOPE, NoteError, NoteMissing, note_path_check, note_text_check, scope_of
+from memory.notes.paths import (
+    DELETED_NOTES_KEPT,
+    NOTE_VERSIONS_KEPT,
+    NOTES_PER_SCOPE,
+    NoteConflict,
+    NoteError,
+    NoteMissing,
+    note_path_check,
+    note_text_check,
+    scope_of,
+)
+
+
+@dataclass(frozen=True)
+class NoteChange:
+    """One note's change, made against what the note held: `expected` is its text then (None: there was
+    no note at `path`), `result` its text after (None: deleted)."""
+
+    path: str
+    expected: str | None
+    result: str | None
+
+    def as_json(self) -> dict[str, str | None]:
+        return {"path": self.path, "expected": self.expected, "result": self.result}
+
+    @classmethod
+    def from_json(cls, data: dict[str, str | None]) -> NoteChange:
+        return cls(path=str(data["path"]), expected=data["expected"], result=data["result"])
 
 
 def notes_of(*, user: AbstractBaseUser, session: Session | None, scope: str) -> QuerySet[Note]:
@@ -28,6 +60,23 @@ def _owner(user: AbstractBaseUser, session: Session | None, path: str) -> tuple[
     return scope, (session if scope == NoteScope.CHAT else None)
 
 
+def _owner_lock(user: AbstractBaseUser, owner_session: Session | None) -> None:
+    """Lock the row that owns a scope's notes — the chat's session, or the user for profile notes —
+    until the transaction ends, so the writers of one scope queue: the count under NOTES_PER_SCOPE and
+    a path's existence are read with every other writer's note committed. Caller is inside atomic();
+    on SQLite the IMMEDIATE transactions already queue writers (FOR UPDATE is ignored there)."""
+    if owner_session is not None:
+        owners = Session.objects.filter(pk=owner_session.pk)
+    else:
+        owners = get_user_model()._default_manager.filter(pk=user.pk)
+    list(owners.select_for_update().values_list("pk", flat=True))
+
+
+def _versions_of(note: Note) -> QuerySet[NoteVersion]:
+    versions = NoteVersion.objects.filter(user_id=note.user_id, scope=note.scope, path=note.path)
+    return versions.filter(session_id=note.session_id) if note.scope == NoteScope.CHAT else versions
+
+
 def _version(note: Note, *, before: str | None, after: str | None, by: str, source: Message | None) -> None:
     NoteVersion.objects.create(
         user_id=note.user_id,
@@ -40,6 +89,28 @@ def _version(note: Note, *, before: str | None, after: str | None, by: str, sour
         changed_by=by,
         source_message=source,
     )
+    stale = list(_versions_of(note).order_by("-id").values_list("id", flat=True)[NOTE_VERSIONS_KEPT:])
+    if stale:
+        NoteVersion.objects.filter(id__in=stale).delete()
+
+
+def _deleted_notes_pruned(user: AbstractBaseUser, owner_session: Session | None, scope: str) -> None:
+    """Keep the versions of the DELETED_NOTES_KEPT most recently deleted notes of the scope; drop the
+    older deleted notes' versions (a loop of creating and deleting new paths cannot grow without end)."""
+    versions = NoteVersion.objects.filter(user=user, scope=scope)
+    if scope == NoteScope.CHAT:
+        versions = versions.filter(session=owner_session)
+    live = notes_of(user=user, session=owner_session, scope=scope).values("path")
+    gone = (
+        versions.exclude(path__in=live)
+        .values("path")
+        .annotate(last=Max("id"))
+        .order_by("-last")
+        .values_list("path", flat=True)[DELETED_NOTES_KEPT:]
+    )
+    paths = list(gone)
+    if paths:
+        versions.filter(path__in=paths).delete()
 
 
 def _directory_conflict(notes: QuerySet[Note], path: str) -> str | None:
@@ -66,6 +137,7 @@ def note_put(
     """Create or replace the note at `path` (its scope follows from the path). Raises NoteError."""
     path, content = note_path_check(path), note_text_check(content)
     scope, owner_session = _owner(user, session, path)
+    _owner_lock(user, owner_session)
     notes = notes_of(user=user, session=owner_session, scope=scope)
     note = notes.select_for_update().filter(path=path).first()
     if note is not None:
@@ -104,12 +176,49 @@ def note_delete(
     """Delete the note at `path` (its versions stay). Raises NoteError if there is none."""
     path = note_path_check(path)
     scope, owner_session = _owner(user, session, path)
+    _owner_lock(user, owner_session)
     note = notes_of(user=user, session=owner_session, scope=scope).select_for_update().filter(path=path).first()
     if note is None:
         raise NoteMissing(f"there is no note {path}")
     _version(note, before=note.content, after=None, by=by, source=source)
     note.delete()
+    _deleted_notes_pruned(user, owner_session, scope)
     return note
+
+
+@transaction.atomic
+def note_changes_apply(
+    *,
+    user: AbstractBaseUser,
+    session: Session | None,
+    changes: Iterable[NoteChange],
+    by: str,
+    source: Message | None = None,
+) -> None:
+    """Apply every change, or none: each note must still hold the text its change was made against
+    (NoteConflict names the first that does not); then each becomes exactly its `result`. Raises
+    NoteError for a change that cannot be made (the cap of a scope, a path that is a directory)."""
+    changes = list(changes)
+    for change in changes:
+        scope, owner_session = _owner(user, session, note_path_check(change.path))
+        _owner_lock(user, owner_session)
+        locked = notes_of(user=user, session=owner_session, scope=scope).select_for_update().filter(path=change.path)
+        current = locked.values_list("content", flat=True).first()
+        if current != change.expected:
+            raise NoteConflict(_conflict(change.path, expected=change.expected, current=current))
+    for change in changes:
+        if change.result is None:
+            note_delete(user=user, session=session, path=change.path, by=by, source=source)
+        else:
+            note_put(user=user, session=session, path=change.path, content=change.result, by=by, source=source)
+
+
+def _conflict(path: str, *, expected: str | None, current: str | None) -> str:
+    if expected is None:
+        return f"{path} exists now"
+    if current is None:
+        return f"{path} no longer exists"
+    return f"{path} no longer holds the text the change was made from"
 
 
 @transaction.atomic

@@ -3,15 +3,14 @@
 The SDK's `BetaAbstractMemoryTool` gives the tool's definition and the dispatch of its six commands;
 the input is validated by the Pydantic models below, whose errors become the `is_error` text. A write
 to a chat note is applied at once. A write that touches a profile note (/memories/profile/…, shared by
-all the user's chats) is checked in a savepoint that is rolled back, then kept as a NoteProposal and
-shown as a canvas confirmation: it is applied only when the user confirms (`note_proposal_answer`).
+all the user's chats) is checked in a savepoint that is rolled back, then kept as a NoteProposal of its
+exact changes and shown as the canvas confirmation the server writes from them: it is applied only
+when the user confirms (memory.notes.proposals).
 """
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from anthropic.lib.tools import BetaAbstractMemoryTool, ToolError
@@ -20,7 +19,7 @@ from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from conversations.models import Message, Session
-from memory.models import Note, NoteAuthor, NoteProposal, NoteScope
+from memory.models import Note, NoteAuthor, NoteScope
 from memory.notes.paths import (
     PROFILE_DIR,
     ROOT,
@@ -31,12 +30,12 @@ from memory.notes.paths import (
     PieceOfText,
     scope_of,
 )
-from memory.notes.services import note_delete, note_put, notes_of
+from memory.notes.proposals import note_proposal_create
+from memory.notes.services import NoteChange, note_changes_apply, notes_of
 
 # Exactly what the API expects (the SDK's `MemoryTool20250818Param`, a tool of `messages.create`).
 MEMORY_TOOL_NAME = "memory"
 MEMORY_TOOL: MemoryTool20250818Param = {"type": "memory_20250818", "name": MEMORY_TOOL_NAME}
-PREVIEW_CHARS = 300  # of a proposed profile note, in its confirmation
 
 
 class _Command(BaseModel):
@@ -104,20 +103,14 @@ def command_parse(tool_input: object) -> Any:
         raise ToolError(f"memory failed, nothing changed: {validation_text(exc)}") from None
 
 
-@dataclass
-class Change:
-    path: str
-    content: str | None  # None: delete
-
-
 def _numbered(lines: list[str], first: int) -> str:
     return "\n".join(f"{number:6d}\t{line}" for number, line in enumerate(lines, start=first))
 
 
 class NotesMemoryTool(BetaAbstractMemoryTool):
     """The memory tool of one session. `source` is the assistant message holding the tool call;
-    `ask_user(params)` shows a `canvas_show_confirmation` with those params (raising NoteError if it
-    cannot); without it, profile writes are applied (only for an answered proposal)."""
+    `ask_user(params)` shows the server's confirmation with those params (`canvas_show_confirmation`'s,
+    raising NoteError if it cannot); without it, a profile write is refused."""
 
     def __init__(
         self,
@@ -184,8 +177,12 @@ class NotesMemoryTool(BetaAbstractMemoryTool):
 
     # --- writing ---
 
+    def _change(self, path: str, result: str | None) -> NoteChange:
+        note = self._note(path)
+        return NoteChange(path=path, expected=note.content if note is not None else None, result=result)
+
     def create(self, command: CreateCommand) -> str:  # type: ignore[override]
-        return self._write(command, [Change(command.path, command.file_text)], f"Saved {command.path}.")
+        return self._write([self._change(command.path, command.file_text)], f"Saved {command.path}.")
 
     def str_replace(self, command: StrReplaceCommand) -> str:  # type: ignore[override]
         content = self._existing(command.path).content
@@ -197,7 +194,7 @@ class NotesMemoryTool(BetaAbstractMemoryTool):
             where = f" (lines {', '.join(lines)})" if lines else ""
             raise NoteError(f"old_str occurs {count} times in {command.path}{where}; include more text so it is unique")
         updated = content.replace(command.old_str, command.new_str, 1)
-        return self._write(command, [Change(command.path, updated)], f"Edited {command.path}.")
+        return self._write([NoteChange(command.path, content, updated)], f"Edited {command.path}.")
 
     def insert(self, command: InsertCommand) -> str:  # type: ignore[override]
         content = self._existing(command.path).content
@@ -206,7 +203,7 @@ class NotesMemoryTool(BetaAbstractMemoryTool):
             raise NoteError(f"insert_line must be from 0 to {len(lines)}, the lines of {command.path}")
         added = command.insert_text.removesuffix("\n").split("\n")
         updated = "\n".join(lines[: command.insert_line] + added + lines[command.insert_line :])
-        return self._write(command, [Change(command.path, updated)], f"Inserted into {command.path}.")
+        return self._write([NoteChange(command.path, content, updated)], f"Inserted into {command.path}.")
 
     def delete(self, command: DeleteCommand) -> str:  # type: ignore[override]
         if command.path == ROOT:
@@ -215,45 +212,36 @@ class NotesMemoryTool(BetaAbstractMemoryTool):
         notes = [note] if note is not None else self._under(command.path)
         if not notes:
             raise NoteError(f"the path {command.path} does not exist")
-        return self._write(command, [Change(n.path, None) for n in notes], f"Deleted {command.path}.")
+        return self._write([NoteChange(n.path, n.content, None) for n in notes], f"Deleted {command.path}.")
 
     def rename(self, command: RenameCommand) -> str:  # type: ignore[override]
         note = self._existing(command.old_path)
         if self._note(command.new_path) is not None:
             raise NoteError(f"the destination {command.new_path} already exists")
-        changes = [Change(command.old_path, None), Change(command.new_path, note.content)]
-        return self._write(command, changes, f"Renamed {command.old_path} to {command.new_path}.")
+        changes = [
+            NoteChange(command.old_path, note.content, None),
+            NoteChange(command.new_path, None, note.content),
+        ]
+        return self._write(changes, f"Renamed {command.old_path} to {command.new_path}.")
 
-    def _apply(self, changes: list[Change]) -> None:
-        user = self.session.user
-        for change in changes:
-            if change.content is None:
-                note_delete(user=user, session=self.session, path=change.path, by=NoteAuthor.MODEL, source=self.source)
-            else:
-                note_put(
-                    user=user,
-                    session=self.session,
-                    path=change.path,
-                    content=change.content,
-                    by=NoteAuthor.MODEL,
-                    source=self.source,
-                )
-
-    def _write(self, command: Any, changes: list[Change], done: str) -> str:
-        profile = any(scope_of(change.path) == NoteScope.PROFILE for change in changes)
-        if not profile or self.ask_user is None:
-            with transaction.atomic():  # all the command's changes, or none
-                self._apply(changes)
-            return done
-        _check_in_savepoint(lambda: self._apply(changes))
-        element_id = f"memory-{secrets.token_hex(4)}"
-        NoteProposal.objects.create(
-            session=self.session, element_id=element_id, command=command.model_dump(), source_message=self.source
+    def _apply(self, changes: list[NoteChange]) -> None:
+        note_changes_apply(
+            user=self.session.user, session=self.session, changes=changes, by=NoteAuthor.MODEL, source=self.source
         )
-        self.ask_user(_confirmation(element_id, command, changes))
+
+    def _write(self, changes: list[NoteChange], done: str) -> str:
+        if not any(scope_of(change.path) == NoteScope.PROFILE for change in changes):
+            self._apply(changes)
+            return done
+        if self.ask_user is None:
+            raise NoteError(f"{PROFILE_DIR}/ changes only with the user's yes, and there is no canvas to ask on")
+        _check_in_savepoint(lambda: self._apply(changes))
+        question = note_proposal_create(session=self.session, changes=changes, source=self.source)
+        self.ask_user(question)
         return (
             f"Not saved yet: {PROFILE_DIR}/ is shared by all of the user's chats, so the user was asked on the "
-            f"canvas (confirmation {element_id}). It is applied only if they confirm; their answer comes as a message."
+            f"canvas (confirmation {question['id']}, which only the user answers). It is applied exactly as "
+            "shown only if they confirm; their answer comes as a message."
         )
 
 
@@ -271,55 +259,8 @@ def _check_in_savepoint(action: Callable[[], None]) -> None:
         pass
 
 
-def _confirmation(element_id: str, command: Any, changes: list[Change]) -> dict[str, Any]:
-    kept = [c for c in changes if c.content is not None]
-    if not kept:
-        paths = ", ".join(c.path for c in changes)
-        return {
-            "id": element_id,
-            "title": "Forget in all chats?",
-            "message": f"Forget in all chats: {paths}?",
-            "confirm_label": "Forget",
-            "cancel_label": "Keep",
-        }
-    change = kept[0]
-    preview = change.content if len(change.content) <= PREVIEW_CHARS else change.content[: PREVIEW_CHARS - 1] + "…"
-    return {
-        "id": element_id,
-        "title": "Remember in all chats?",
-        "message": f"Remember in all chats: {preview}?\n({change.path})",
-        "confirm_label": "Remember",
-        "cancel_label": "Don't",
-    }
-
-
 def memory_tool_run(
     *, session: Session, source: Message | None, tool_input: object, ask_user: Callable[[dict[str, Any]], None]
 ) -> str:
     """Run one memory tool call; raises ToolError (its text is the `is_error` result) with nothing changed."""
     return NotesMemoryTool(session=session, source=source, ask_user=ask_user).call(tool_input)
-
-
-@transaction.atomic
-def note_proposal_answer(*, session: Session, element_id: str, confirmed: bool) -> NoteProposal | None:
-    """Apply (confirmed) or drop (declined) the proposal behind the confirmation `element_id`; None if
-    that confirmation is not a note's. A proposal that no longer applies is kept as `failed`, with why."""
-    proposal = (
-        NoteProposal.objects.select_for_update()
-        .filter(session=session, element_id=element_id, status=NoteProposal.Status.PENDING)
-        .first()
-    )
-    if proposal is None:
-        return None
-    if not confirmed:
-        proposal.status = NoteProposal.Status.DECLINED
-    else:
-        tool = NotesMemoryTool(session=session, source=proposal.source_message)
-        try:
-            with transaction.atomic():
-                proposal.outcome = tool.call(proposal.command)
-            proposal.status = NoteProposal.Status.APPLIED
-        except ToolError as exc:
-            proposal.status, proposal.outcome = NoteProposal.Status.FAILED, str(exc)
-    proposal.save(update_fields=["status", "outcome"])
-    return proposal

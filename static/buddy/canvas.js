@@ -159,9 +159,20 @@ function renderMedia(element) {
   return node;
 }
 
+const QUESTION_SCROLLS_PAST = 600; // characters: a longer question may scroll, so the keyboard can reach it
+
 function renderConfirmation(element, options) {
   const node = article(element, asText(element.title) || "Please confirm");
-  if (element.message !== undefined) node.append(el("p", { className: "el-body el-plain", text: asText(element.message) }));
+  if (element.message !== undefined) {
+    // Shown whole, however long (a note the user is asked to keep): the text scrolls inside the card.
+    const message = el("p", { className: "el-body el-plain el-question", text: asText(element.message) });
+    if (message.textContent.length > QUESTION_SCROLLS_PAST) {
+      message.setAttribute("tabindex", "0");
+      message.setAttribute("role", "group");
+      message.setAttribute("aria-label", "Question (scrollable)");
+    }
+    node.append(message);
+  }
   const confirmLabel = asText(element.confirm_label) || "Confirm";
   const cancelLabel = asText(element.cancel_label) || "Cancel";
   const answered = element.answered;
@@ -175,6 +186,8 @@ function renderConfirmation(element, options) {
         document.createTextNode(`${answered === "confirmed" ? "Confirmed" : "Declined"} — you chose “${chosen}”.`),
       ]),
     );
+    // What the answer did, when the server says (a question about the user's memory).
+    if (element.outcome !== undefined) node.append(el("p", { className: "el-outcome", text: asText(element.outcome) }));
     return node;
   }
   const pending = options.pendingConfirmations?.has(element.id) ?? false;

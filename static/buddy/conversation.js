@@ -33,7 +33,8 @@ export function stamp(node, createdAt) {
   if (!Number.isNaN(date.getTime())) node.title = timeFormat.format(date);
 }
 
-const CONFIRMATION_ANSWER = /^\[confirmation (.+): (confirmed|declined)\]$/;
+// `[confirmation ID: confirmed|declined]`, and on a second line what the answer did, when the server says.
+const CONFIRMATION_ANSWER = /^\[confirmation ([^\]]+): (confirmed|declined)\](?:\n(.+))?$/;
 
 function toolLabel(name) {
   return String(name ?? "tool");
@@ -93,7 +94,10 @@ export function userMessage(text, { messageId = null, pending = false, createdAt
   const bubble = el("div", "msg-bubble");
   let shown = text;
   const answer = kind === "confirmation" ? CONFIRMATION_ANSWER.exec(text) : null;
-  if (answer) shown = `${answer[2] === "confirmed" ? "✓ Confirmed" : "✕ Declined"} (${answer[1]})`;
+  if (answer) {
+    shown = `${answer[2] === "confirmed" ? "✓ Confirmed" : "✕ Declined"} (${answer[1]})`;
+    if (answer[3]) shown += ` — ${answer[3]}`;
+  }
   if (label) {
     const badge = el("span", "msg-kind", label);
     bubble.append(badge, el("span", "visually-hidden", ": "));

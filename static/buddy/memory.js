@@ -194,17 +194,20 @@ export class MemoryView {
     gone.append(text, undo);
     card.replaceWith(gone);
     undo.addEventListener("click", async () => {
-      const versions = await this.versions(scope, path);
+      const { versions } = await this.versions(scope, path);
       if (versions.length) await this.restore(versions[0].id);
     });
   }
 
-  async versions(scope, path) {
+  /** One page of a note's versions, newest first: `{versions, nextBefore}` (null on the last page). */
+  async versions(scope, path, before = null) {
     const params = this.chatQuery();
     params.set("scope", scope);
     params.set("path", path);
+    if (before !== null) params.set("before", String(before));
     const { status, data } = await this.app.getJson(`${this.app.config.urls.notes}/versions?${params}`);
-    return status === 200 && data && Array.isArray(data.versions) ? data.versions : [];
+    const ok = status === 200 && data && Array.isArray(data.versions);
+    return { versions: ok ? data.versions : [], nextBefore: ok ? (data.next_before ?? null) : null };
   }
 
   async restore(versionId) {
@@ -222,43 +225,65 @@ export class MemoryView {
   }
 
   async toggleHistory(card, scope, path, toggle) {
-    const open = card.querySelector(".note-versions");
+    const open = card.querySelector(".note-history");
     if (open) {
       open.remove();
       toggle.setAttribute("aria-expanded", "false");
       return;
     }
-    const versions = await this.versions(scope, path);
+    const history = el("div", "note-history");
     const list = el("ol", "note-versions");
     list.setAttribute("aria-label", `Versions of ${path}`);
-    versions.forEach((version, index) => {
-      const item = el("li", "note-version");
-      const what = version.after === null ? "deleted" : version.before === null ? "created" : "changed";
-      const who = version.changed_by === "model" ? "Buddy" : "you";
-      const line = el("p", "note-meta", `${when(version.changed_at)} · ${what} by ${who}`);
-      if (version.source_message_id) {
-        line.append(" · ");
-        line.append(
-          sourceLink(
-            { id: version.source_message_id, agent: version.source_agent, chat_id: version.source_chat_id },
-            "from this message",
-          ),
-        );
-      }
-      const text = el("p", "note-version-text", version.after ?? version.before ?? "");
-      item.append(line, text);
-      if (index > 0) {
-        const restore = button("Restore this version");
-        restore.setAttribute("aria-label", `Restore the version of ${when(version.changed_at)}`);
-        restore.addEventListener("click", () => this.restore(version.id));
-        item.append(restore);
-      } else {
-        item.append(el("span", "note-current", "current"));
-      }
-      list.append(item);
-    });
-    card.append(list);
+    history.append(list);
+    await this.moreVersions(history, list, scope, path, null);
+    card.append(history);
     toggle.setAttribute("aria-expanded", "true");
+  }
+
+  /** Appends the page of versions older than `before` (from the newest when null) to `list`, and a
+   * button for the next page while there is one. */
+  async moreVersions(history, list, scope, path, before) {
+    const { versions, nextBefore } = await this.versions(scope, path, before);
+    const firstNew = list.children.length;
+    for (const version of versions) list.append(this.versionItem(version, list.children.length === 0));
+    history.querySelector(".note-versions-more")?.remove();
+    // The button that asked for this page is gone: the keyboard goes on at the first version it brought.
+    if (before !== null) list.children[firstNew]?.querySelector("button")?.focus();
+    if (nextBefore === null) return;
+    const more = button("Show older versions", "btn btn-small note-versions-more");
+    more.setAttribute("aria-label", `Show older versions of ${path}`);
+    more.addEventListener("click", async () => {
+      more.disabled = true;
+      await this.moreVersions(history, list, scope, path, nextBefore);
+    });
+    history.append(more);
+  }
+
+  versionItem(version, current) {
+    const item = el("li", "note-version");
+    const what = version.after === null ? "deleted" : version.before === null ? "created" : "changed";
+    const who = version.changed_by === "model" ? "Buddy" : "you";
+    const line = el("p", "note-meta", `${when(version.changed_at)} · ${what} by ${who}`);
+    if (version.source_message_id) {
+      line.append(" · ");
+      line.append(
+        sourceLink(
+          { id: version.source_message_id, agent: version.source_agent, chat_id: version.source_chat_id },
+          "from this message",
+        ),
+      );
+    }
+    const text = el("p", "note-version-text", version.after ?? version.before ?? "");
+    item.append(line, text);
+    if (current) {
+      item.append(el("span", "note-current", "current"));
+    } else {
+      const restore = button("Restore this version");
+      restore.setAttribute("aria-label", `Restore the version of ${when(version.changed_at)}`);
+      restore.addEventListener("click", () => this.restore(version.id));
+      item.append(restore);
+    }
+    return item;
   }
 }
 

@@ -1,7 +1,8 @@
 // The browser's copy of the canvas reducer (README, "The canvas tools"). Pure: it never mutates its input and has no
 // DOM, so it can be tested on its own and mirrors the server's semantics exactly: adding an id that
-// exists replaces that element in place, updates merge, `clear` removes every element, the theme is
-// stored beside the elements and notifications are never stored.
+// exists replaces that element in place, updates merge, `clear` removes every element but those it
+// names in `keep` (the server's questions still waiting for an answer), the theme is stored beside
+// the elements and notifications are never stored.
 
 /** The element type each adding command makes. */
 export const ADD_COMMANDS = Object.freeze({
@@ -59,7 +60,10 @@ export function reduce(state, command, params) {
     }
     case "canvas_set_mode": {
       if (!MODES.includes(input.mode)) return current;
-      if (input.mode === "clear") return { ...current, elements: [], mode: "clear" };
+      if (input.mode === "clear") {
+        const keep = Array.isArray(input.keep) ? input.keep : [];
+        return { ...current, elements: current.elements.filter((item) => keep.includes(item.id)), mode: "clear" };
+      }
       return { ...current, mode: "content" };
     }
     case "canvas_set_theme": {

@@ -152,3 +152,45 @@ def test_screenshot_of_the_memory_view(logged_in_page, user):
     memory(page).screenshot(path=str(SCREENSHOT_NARROW))
     overflow = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, "the page scrolls sideways at 390 px"
+
+
+def test_a_question_about_memory_shows_the_whole_note_and_says_when_a_yes_did_nothing(logged_in_page, user):
+    """The page shows a long proposed note whole (scrolling inside its card); after the chat note it
+    came from was overwritten, the yes is answered on the card and in the log with why nothing happened."""
+    page = logged_in_page
+    text = "\n".join(f"line {number}: likes green tea" for number in range(80)) + "\nthe very last line"
+    create = {"command": "create", "path": "/memories/tea.md", "file_text": text}
+    rename = {"command": "rename", "old_path": "/memories/tea.md", "new_path": "/memories/profile/tea.md"}
+    send_and_wait(page, canvas_prompt(("memory", create)))
+    send_and_wait(page, canvas_prompt(("memory", rename)))
+    canvas = page.get_by_role("region", name="Canvas")
+    question = canvas.get_by_role("article").filter(has_text="Remember in all chats?")
+    body = question.get_by_role("group", name="Question (scrollable)")
+    assert body.inner_text().endswith(text)
+    assert body.evaluate("node => node.scrollHeight > node.clientHeight")  # long: it scrolls, nothing is cut
+    body.evaluate("node => { node.scrollTop = node.scrollHeight; }")
+    assert question.get_by_text("the very last line").is_visible()
+
+    send_and_wait(page, canvas_prompt(("memory", {**create, "file_text": "likes black coffee"})))
+    question.get_by_role("button", name="Remember").click()
+    question.get_by_text("Not done: the notes changed after this question was asked").wait_for()
+    log(page).locator(".msg-user", has_text="Not done: the notes changed").wait_for()
+    assert not Note.objects.filter(scope="profile").exists()
+
+
+def test_a_notes_history_loads_older_versions_a_page_at_a_time(logged_in_page, user):
+    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+    for number in range(25):
+        note_put(user=user, session=session, path="/memories/plans.md", content=f"plan {number}")
+    page = logged_in_page
+    page.reload()
+    open_memory(page)
+    card = memory(page).get_by_role("article").filter(has_text="plans.md")
+    card.get_by_role("button", name="History of /memories/plans.md").click()
+    versions = card.get_by_role("list", name="Versions of /memories/plans.md")
+    versions.wait_for()
+    assert versions.get_by_role("listitem").count() == 20
+    card.get_by_role("button", name="Show older versions of /memories/plans.md").click()
+    versions.get_by_text("plan 0", exact=True).wait_for()
+    assert versions.get_by_role("listitem").count() == 25
+    assert card.get_by_role("button", name="Show older versions of /memories/plans.md").count() == 0

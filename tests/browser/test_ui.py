@@ -168,6 +168,9 @@ def test_reducer_has_the_servers_semantics(page, live_server_url):
         const confirmation = step(
           m.emptyState(), "canvas_show_confirmation", {id: "q", title: "Sure?", message: "Go"});
         out.answered = step(confirmation, "canvas_update_card", {id: "q", answered: "confirmed"}).elements[0];
+        const asked = step(step(confirmation, "canvas_add_card", {id: "a", title: "A"}), "canvas_show_confirmation",
+          {id: "memory-1", title: "Remember in all chats?", message: "likes tea"});
+        out.keptByClear = step(asked, "canvas_set_mode", {mode: "clear", keep: ["memory-1"]}).elements.map(e => e.id);
         const chart = {id: "ch", title: "T", chart_type: "pie", labels: [], series: []};
         out.chartType = step(m.emptyState(), "canvas_show_chart", chart).elements[0].type;
         return out;
@@ -188,6 +191,7 @@ def test_reducer_has_the_servers_semantics(page, live_server_url):
     assert result["cleared"] == {"count": 0, "mode": "clear", "theme": "dark"}
     assert result["afterClear"] == {"mode": "content", "ids": ["m"], "type": "media"}
     assert result["answered"]["answered"] == "confirmed" and result["answered"]["type"] == "confirmation"
+    assert result["keptByClear"] == ["memory-1"]  # the server's pending question outlives a clear
     assert result["chartType"] == "chart"
 
 

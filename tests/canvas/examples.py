@@ -55,8 +55,8 @@ class CanvasMirror:
         command, params = frame["command"], copy.deepcopy(frame["params"])
         self.version = frame["version"]
         if command == "canvas_set_mode":
-            if params["mode"] == "clear":
-                self.elements = []  # the theme stays: it is not an element
+            if params["mode"] == "clear":  # the theme stays: it is not an element; `keep` elements stay
+                self.elements = [e for e in self.elements if e["id"] in params.get("keep", [])]
         elif command in TYPE_OF:
             element = {"type": TYPE_OF[command], **params}
             index = self._index(params["id"])

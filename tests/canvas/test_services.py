@@ -9,7 +9,7 @@ from django.db import connection, transaction
 from canvas.limits import MAX_ELEMENT_BYTES, MAX_ELEMENTS
 from canvas.models import CanvasState
 from canvas.selectors import canvas_state
-from canvas.services import CanvasCommandError, canvas_apply, confirmation_answer
+from canvas.services import CanvasCommandError, canvas_apply, confirmation_answer, server_confirmation_show
 from conversations.models import Session
 from conversations.services import session_get_or_create
 from tests.canvas.examples import ADD_EXAMPLES, TYPE_OF
@@ -358,6 +358,50 @@ def test_a_confirmation_answer_is_stored_once(session):
     assert "answered" not in canvas_state(session=session)["elements"][0]
     confirmation_answer(session=session, element_id="go", confirmed=True)
     assert canvas_state(session=session)["elements"][0]["answered"] == "confirmed"
+
+
+QUESTION = {"id": "memory-1a2b3c", "title": "Remember in all chats?", "message": "likes tea", "confirm_label": "Yes"}
+
+
+@pytest.mark.parametrize(
+    ("command", "params"),
+    [
+        ("canvas_show_confirmation", {"title": "Remember in all chats?", "message": "Show the weather?"}),
+        ("canvas_add_card", {"title": "Show the weather?"}),
+        ("canvas_update_card", {"message": "Show the weather?"}),
+        ("canvas_remove_element", {}),
+    ],
+)
+def test_the_servers_questions_are_out_of_every_canvas_tools_reach(session, command, params):
+    server_confirmation_show(session=session, params=QUESTION)
+    before = stored(session)
+    for element_id in (QUESTION["id"], "MEMORY-other"):
+        with pytest.raises(CanvasCommandError, match="only the user answers them") as refused:
+            apply(session, command, id=element_id, **params)
+        assert refused.value.code == "reserved_id"
+    assert stored(session) == before
+
+
+def test_a_clear_keeps_the_servers_pending_question_and_says_so_in_its_frame(session):
+    apply(session, "canvas_add_card", id="plan", title="Plan")
+    server_confirmation_show(session=session, params=QUESTION)
+    change = apply(session, "canvas_set_mode", mode="clear")
+    assert change.frame["params"] == {"mode": "clear", "keep": [QUESTION["id"]]}
+    assert ids(session) == [QUESTION["id"]]
+    answered = confirmation_answer(session=session, element_id=QUESTION["id"], confirmed=True, outcome="Done.")
+    assert answered.frame["params"] == {**QUESTION, "answered": "confirmed", "outcome": "Done."}
+    assert apply(session, "canvas_set_mode", mode="clear").frame["params"] == {"mode": "clear"}
+    assert ids(session) == []
+
+
+def test_a_servers_question_may_show_a_whole_note_beyond_the_models_element_size(session):
+    message = "x" * (MAX_ELEMENT_BYTES + 100)
+    with pytest.raises(CanvasCommandError, match="16 KiB"):
+        apply(session, "canvas_show_confirmation", id="big", title="T", message=message)
+    server_confirmation_show(session=session, params={**QUESTION, "message": message})
+    assert canvas_state(session=session)["elements"][0]["message"] == message
+    with pytest.raises(CanvasCommandError, match="memory-"):
+        server_confirmation_show(session=session, params={**QUESTION, "id": "plain"})
 
 
 def test_confirmation_answer_errors(session):

@@ -6,7 +6,8 @@ import pytest
 
 from conversations.services import message_append, session_get_or_create
 from memory.models import Note, NoteVersion
-from memory.notes.services import note_put
+from memory.notes.paths import DELETED_NOTES_KEPT, NOTE_VERSIONS_KEPT
+from memory.notes.services import note_delete, note_put
 
 pytestmark = pytest.mark.django_db
 
@@ -99,7 +100,10 @@ def test_another_users_notes_and_versions_are_out_of_reach(api, session, other_u
     note_put(user=other_user, session=None, path="/memories/profile/secret.md", content="theirs")
     assert api.get("/memory/notes").json() == {"chat": [], "profile": []}
     assert api.delete("/memory/notes?scope=chat&path=/memories/secret.md").status_code == 404
-    assert api.get("/memory/notes/versions?scope=profile&path=/memories/profile/secret.md").json() == {"versions": []}
+    assert api.get("/memory/notes/versions?scope=profile&path=/memories/profile/secret.md").json() == {
+        "versions": [],
+        "next_before": None,
+    }
     version = NoteVersion.objects.filter(user=other_user).first()
     restored = api.post("/memory/notes/restore", {"version_id": version.id}, content_type="application/json")
     assert restored.status_code == 404
@@ -109,3 +113,50 @@ def test_another_users_notes_and_versions_are_out_of_reach(api, session, other_u
 def test_notes_need_credentials(client):
     assert client.get("/memory/notes").status_code == 401
     assert client.put("/memory/notes", {}, content_type="application/json").status_code == 401
+
+
+def versions_of(client, path: str, **query) -> dict:
+    response = client.get("/memory/notes/versions", {"scope": "chat", "path": path, **query})
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_a_note_keeps_its_newest_versions_and_a_deleted_one_stays_restorable(api, session, user):
+    for number in range(NOTE_VERSIONS_KEPT + 30):
+        assert put(api, scope="chat", path="/memories/a.md", content=f"text {number}").status_code == 200
+    assert NoteVersion.objects.filter(path="/memories/a.md").count() == NOTE_VERSIONS_KEPT == 50
+    assert api.delete("/memory/notes?scope=chat&path=/memories/a.md").status_code == 204
+    kept = NoteVersion.objects.filter(path="/memories/a.md").order_by("-id")
+    assert kept.count() == NOTE_VERSIONS_KEPT
+    assert [(v.before, v.after) for v in kept[:2]] == [("text 79", None), ("text 78", "text 79")]
+    assert kept.last().after == "text 31"  # the oldest kept; older ones were pruned
+    deletion = versions_of(api, "/memories/a.md", limit=1)["versions"][0]
+    restored = api.post("/memory/notes/restore", {"version_id": deletion["id"]}, content_type="application/json")
+    assert restored.status_code == 200 and restored.json()["content"] == "text 79"
+
+
+def test_only_the_most_recently_deleted_notes_keep_their_versions(session, user):
+    """A loop of new paths made and deleted cannot grow the versions without end either."""
+    for number in range(DELETED_NOTES_KEPT + 5):
+        note_put(user=user, session=session, path=f"/memories/gone/{number}.md", content=f"gone {number}")
+        note_delete(user=user, session=session, path=f"/memories/gone/{number}.md")
+    note_put(user=user, session=session, path="/memories/live.md", content="stays")
+    paths = set(NoteVersion.objects.filter(session=session).values_list("path", flat=True))
+    assert len(paths) == DELETED_NOTES_KEPT + 1 == 101
+    assert "/memories/gone/4.md" not in paths and "/memories/gone/5.md" in paths and "/memories/live.md" in paths
+
+
+def test_versions_come_newest_first_in_bounded_pages(api, session):
+    for number in range(25):
+        put(api, scope="chat", path="/memories/a.md", content=f"text {number}")
+    first = versions_of(api, "/memories/a.md", limit=10)
+    assert [v["after"] for v in first["versions"]] == [f"text {n}" for n in range(24, 14, -1)]
+    second = versions_of(api, "/memories/a.md", limit=10, before=first["next_before"])
+    assert [v["after"] for v in second["versions"]] == [f"text {n}" for n in range(14, 4, -1)]
+    last = versions_of(api, "/memories/a.md", limit=10, before=second["next_before"])
+    assert [v["after"] for v in last["versions"]] == [f"text {n}" for n in range(4, -1, -1)]
+    assert last["next_before"] is None
+    assert len(versions_of(api, "/memories/a.md")["versions"]) == 20  # the default page
+    for bad in ({"limit": NOTE_VERSIONS_KEPT + 1}, {"limit": 0}, {"before": 0}, {"before": "x"}):
+        response = api.get("/memory/notes/versions", {"scope": "chat", "path": "/memories/a.md", **bad})
+        assert response.status_code == 422, (bad, response.content)

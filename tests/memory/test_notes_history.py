@@ -9,6 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from conversations.models import Message
 from conversations.services import message_append
 from memory.models import Note
 from memory.notes.services import note_put
@@ -75,3 +76,31 @@ def test_a_bad_note_line_imports_nothing_and_names_its_line(tmp_path, user, note
     with pytest.raises(CommandError, match=rf"line 2: note: .*{reason}"):
         run("import_history", str(tmp_path / "in.jsonl"), "--user", "alice")
     assert not Note.objects.exists()
+
+
+def test_an_updated_at_past_year_9999_in_utc_imports_nothing_and_names_its_line(tmp_path, user):
+    note = {
+        "path": "/memories/x",
+        "content": "x",
+        "updated_at": "9999-12-31T23:59:59-14:00",
+        "updated_by": "user",
+        "source": None,
+    }
+    lines = [json.dumps({"role": "user", "content": "hi"}), json.dumps({"note": note})]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=r"line 2: note: updated_at is not an ISO-8601 date-time between years 1"):
+        run("import_history", str(tmp_path / "in.jsonl"), "--user", "alice")
+    assert not Note.objects.exists() and not Message.objects.exists()
+
+
+def test_a_note_line_before_a_message_imports_nothing_and_names_its_line(tmp_path, user):
+    note = {"path": "/memories/x", "content": "x", "updated_at": "2026-01-01T00:00:00Z", "updated_by": "user"}
+    lines = [
+        json.dumps({"role": "user", "content": "hi"}),
+        json.dumps({"note": {**note, "source": None}}),
+        json.dumps({"role": "assistant", "content": "hello"}),
+    ]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=r"line 2: note: a note line comes before the message on line 3; note lines"):
+        run("import_history", str(tmp_path / "in.jsonl"), "--user", "alice")
+    assert not Note.objects.exists() and not Message.objects.exists()

@@ -7,10 +7,11 @@ import pytest
 
 from agent.tools import tool_definitions, tool_round_run
 from canvas.selectors import canvas_state
-from conversations.content import json_text_cleaned
+from conversations.content import estimate_tokens, json_text_cleaned
 from conversations.services import message_append, session_get_or_create
 from memory.models import Note, NoteProposal, NoteVersion
 from memory.notes.paths import NOTE_MAX_BYTES
+from memory.notes.selectors import notes_context_text
 from memory.notes.services import note_put
 from memory.notes.tool import MEMORY_TOOL, NotesMemoryTool
 
@@ -144,7 +145,10 @@ def test_a_profile_write_becomes_a_canvas_confirmation_and_is_not_applied(sessio
     assert proposal.status == "pending"
     [element] = canvas_state(session=session)["elements"]
     assert element["type"] == "confirmation" and element["id"] == proposal.element_id
-    assert element["message"].startswith("Remember in all chats: Call me Al?")
+    assert element["title"] == "Remember in all chats?"
+    assert element["message"].endswith(
+        "/memories/profile/name.md, where every chat with every agent sees it:\n\nCall me Al"
+    )
 
 
 def test_a_profile_write_that_could_never_apply_is_refused_at_once(session):
@@ -154,18 +158,37 @@ def test_a_profile_write_that_could_never_apply_is_refused_at_once(session):
     assert canvas_state(session=session)["elements"] == []
 
 
-def test_the_context_block_shows_notes_in_full_within_the_budget_then_first_lines(session, settings):
-    from memory.notes.selectors import notes_context_text
-
-    settings.BUDDY_NOTES_TOKENS = 60
+def test_the_context_block_shows_notes_whole_within_the_budget_then_first_lines(session, settings):
+    settings.BUDDY_NOTES_TOKENS = 130
     note_put(user=session.user, session=session, path="/memories/a.md", content="short one\nsecond line")
     note_put(user=session.user, session=session, path="/memories/b.md", content="long first line\n" + "x" * 400)
     note_put(user=session.user, session=None, path="/memories/profile/p.md", content="profile\nmore")
     text = notes_context_text(session=session)
+    assert estimate_tokens(text) <= 130
     assert "--- /memories/a.md\nshort one\nsecond line" in text
     assert "--- /memories/b.md (first line; view it for the rest)\nlong first line\n" in text
     assert "x" * 50 not in text
-    assert "--- /memories/profile/p.md (first line; view it for the rest)\nprofile" in text
+    assert "--- /memories/profile/p.md\nprofile\nmore" in text
+    assert "not shown here" not in text
     other = session_get_or_create(user=session.user, agent_slug="buddy", chat_id="other")
     assert "/memories/a.md" not in notes_context_text(session=other)
     assert "/memories/profile/p.md" in notes_context_text(session=other)
+
+
+def test_the_notes_block_never_exceeds_its_budget_and_says_what_it_left_out(session, settings):
+    """The worst case: 100 notes in each scope, each a single long line under a long path."""
+    for scope_session, directory in ((session, "/memories/"), (None, "/memories/profile/")):
+        for number in range(100):
+            path = directory + f"{number:03d}-" + "p" * (180 - len(directory))
+            note_put(user=session.user, session=scope_session, path=path, content=f"{number} " + "y" * 8000)
+    text = notes_context_text(session=session)
+    assert estimate_tokens(text) <= settings.BUDDY_NOTES_TOKENS == 2000
+    shown = text.count("\n--- ")
+    assert 0 < shown < 200
+    assert text.endswith(
+        f"({200 - shown} of the 200 memory notes are not shown here, to keep this short: the memory tool's "
+        "view of /memories lists them all, and view of a note's path reads it.)"
+    )
+    for budget in (1, 40, 100, 500):
+        settings.BUDDY_NOTES_TOKENS = budget
+        assert estimate_tokens(notes_context_text(session=session)) <= budget

@@ -12,7 +12,7 @@ from conversations.models import ModelCall
 from conversations.services import session_get_or_create
 from devtools.fake_anthropic import FakeAnthropic
 from memory.models import Note, NoteProposal
-from memory.notes.tool import note_proposal_answer
+from memory.notes.proposals import note_proposal_answer
 from tests.memory.turns import post
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,7 +113,8 @@ def test_a_declined_profile_note_is_never_applied(api, model, user):
     chat_a = session_get_or_create(user=user, agent_slug="buddy", chat_id="a")
     proposal = NoteProposal.objects.get()
     assert note_proposal_answer(session=chat_a, element_id=proposal.element_id, confirmed=False).status == "declined"
-    assert note_proposal_answer(session=chat_a, element_id=proposal.element_id, confirmed=True) is None
+    again = note_proposal_answer(session=chat_a, element_id=proposal.element_id, confirmed=True)
+    assert again.status == "declined"
     post(api, "who am I?", chat_id="b")
     assert "Call me Al" not in json.dumps(model.last_request["body"])
     assert not Note.objects.exists()
