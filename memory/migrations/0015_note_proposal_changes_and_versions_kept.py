@@ -28,7 +28,7 @@ DELETE FROM memory_noteversion WHERE id IN (
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("memory", "0012_vectors_in_eight_bits"),
+        ("memory", "0014_summary_lease"),
     ]
 
     operations = [
