@@ -9,7 +9,15 @@ from django.utils import timezone
 
 from conversations.models import Message, Session
 from memory.models import Note, NoteAuthor, NoteScope, NoteVersion
-from memory.notes.paths import NOTES_PER_SCOPE, NoteError, NoteMissing, note_path_check, note_text_check, scope_of
+from memory.notes.paths import (
+    NOTES_PER_SCOPE,
+    NoteConflict,
+    NoteError,
+    NoteMissing,
+    note_path_check,
+    note_text_check,
+    scope_of,
+)
 
 
 def notes_of(*, user: AbstractBaseUser, session: Session | None, scope: str) -> QuerySet[Note]:
@@ -74,20 +82,20 @@ def note_put(
         before = note.content
     else:
         if notes.count() >= NOTES_PER_SCOPE:
-            raise NoteError(
+            raise NoteConflict(
                 f"there are already {NOTES_PER_SCOPE} {scope} notes, the most there may be; "
                 "change or delete one instead"
             )
         clash = _directory_conflict(notes, path)
         if clash:
-            raise NoteError(clash)
+            raise NoteConflict(clash)
         note, before = Note(user=user, session=owner_session, scope=scope, path=path), None
     note.content, note.updated_at, note.updated_by, note.source_message = content, timezone.now(), by, source
     try:
         with transaction.atomic():
             note.save()
     except IntegrityError:  # another request made the same path meanwhile
-        raise NoteError(f"{path} changed at the same moment; try again") from None
+        raise NoteConflict(f"{path} changed at the same moment; try again") from None
     _version(note, before=before, after=content, by=by, source=source)
     return note
 
