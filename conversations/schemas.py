@@ -24,13 +24,6 @@ _BIDI = "\\u202A-\\u202E\\u2066-\\u2069"
 TITLE_PATTERN = f"^[^\\u0000{_BIDI}]*[^\\s\\u0000{_BIDI}][^\\u0000{_BIDI}]*$"
 
 
-def _plain_text(value: str) -> str:
-    problem = text_problem(value)
-    if problem:
-        raise PydanticCustomError("invalid_text", "the text {problem}", {"problem": problem})
-    return value
-
-
 def _not_blank(value: str) -> str:
     problem = text_problem(value) or blank_problem(value)
     if problem:
@@ -45,9 +38,8 @@ def _title(value: str) -> str:
     return value
 
 
-# Every string the API takes: a lone surrogate or a NUL is invalid input (422) on every backend.
-PlainText = Annotated[str, AfterValidator(_plain_text), Field(json_schema_extra={"pattern": NO_NUL_PATTERN})]
-# … and one that must say something (a prompt, a note's path).
+# Text that must say something (a prompt): not empty, not only spaces, no NUL and no lone surrogate,
+# which no backend stores (422 everywhere).
 NotBlankText = Annotated[
     str, AfterValidator(_not_blank), Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK_PATTERN})
 ]

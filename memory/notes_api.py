@@ -31,6 +31,8 @@ router = Router(tags=["memory notes"])
 
 ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
 WRITE_ERRORS = dict.fromkeys((401, 403, 404, 413, 422), ErrorOut)
+# A write the stored notes refuse (the 101st of a scope, a path under another note): 409.
+SAVE_ERRORS = dict.fromkeys((401, 403, 404, 409, 413, 422), ErrorOut)
 
 
 def _source(item: Any) -> dict[str, Any]:
@@ -80,7 +82,7 @@ def notes_list(request: HttpRequest, params: Query[NoteChatIn]):
 
 @router.put(
     "/memory/notes",
-    response={200: NoteOut, **WRITE_ERRORS},
+    response={200: NoteOut, **SAVE_ERRORS},
     summary="Create or replace a note",
     description="The path decides nothing alone: `scope` must match it (`profile` for `/memories/profile/…`). "
     "At most 100 notes per scope and 8 KiB per note (422 beyond).",
@@ -125,7 +127,7 @@ def notes_versions(request: HttpRequest, params: Query[NoteRefIn]):
 
 @router.post(
     "/memory/notes/restore",
-    response={200: NoteOut, **WRITE_ERRORS},
+    response={200: NoteOut, **SAVE_ERRORS},
     summary="Restore a version of a note",
     description="Puts back the text the version left (for a deletion, the text it deleted), as the user's "
     "change; a chat note's version needs its chat (`agent`, `chat_id`).",
