@@ -1,32 +1,30 @@
 """The agent's HTTP endpoints: `POST /prompt` (one turn) and `GET /memory/stats` (what a chat's memory
-holds). Refusals are domain exceptions (agent.turn, agent.submit, agent.limits); buddy/api.py answers
-them with their status and the one `ErrorOut` body."""
+holds). Refusals are domain exceptions (agent.turn, agent.submit, agent.limits, conversations); buddy/api.py
+answers them with their status and the one `ErrorOut` body."""
 
 from __future__ import annotations
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest
 from ninja import Query, Router
 
 from agent.stats import memory_stats
-from agent.submit import PromptReply, prompt_submit
-from conversations.api import owned_session
-from conversations.schemas import ErrorOut, PromptIn, PromptOut
-from memory.schemas import ChatIn, StatsOut
+from agent.submit import IDEMPOTENCY_KEY_HEADER, PromptReply, prompt_submit
+from conversations.schemas import ChatIn, ErrorOut, PromptIn, PromptOut
+from conversations.selectors import session_require
+from memory.schemas import StatsOut
 
 router = Router()
 
 # The error answers of each endpoint, for the OpenAPI schema (every one is `ErrorOut`).
 PROMPT_ERRORS = dict.fromkeys((401, 403, 404, 409, 413, 422, 429, 502), ErrorOut)
-STATS_ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+STATS_ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
 
 
 def _submit(user, payload: PromptIn, key: str | None) -> PromptReply:
     try:
-        return prompt_submit(
-            user=user, text=payload.text, agent_slug=payload.agent, chat_id=payload.chat_id, idempotency_key=key
-        )
+        return prompt_submit(user=user, text=payload.text, chat=payload.chat, idempotency_key=key)
     finally:
         close_old_connections()
 
@@ -45,15 +43,9 @@ async def prompt(request: HttpRequest, payload: PromptIn):
     `BUDDY_PROMPTS_PER_MINUTE` prompts a minute 429 with `Retry-After`; a session cookie without the
     CSRF token 403."""
     user = request.auth  # the user the session cookie or the bearer token authenticated
-    key = request.headers.get("Idempotency-Key") or None
+    key = request.headers.get(IDEMPOTENCY_KEY_HEADER) or None
     # The turn waits on the model: run it on a worker thread, not the one thread all sync views share.
     return await sync_to_async(_submit, thread_sensitive=False)(user, payload, key)
-
-
-@router.api_operation(["GET", "PUT", "PATCH", "DELETE"], "/prompt", include_in_schema=False)
-def prompt_other_methods(request: HttpRequest):
-    """Any other method than POST: a JSON 405 like every other error of the API (after authentication)."""
-    return JsonResponse({"detail": "Send a prompt with POST."}, status=405, headers={"Allow": "POST"})
 
 
 @router.get(
@@ -65,5 +57,4 @@ def prompt_other_methods(request: HttpRequest):
     tags=["memory"],
 )
 def memory_stats_view(request: HttpRequest, params: Query[ChatIn]):
-    session = owned_session(request, agent_slug=params.agent, chat_id=params.chat_id)
-    return memory_stats(session=session)
+    return memory_stats(session=session_require(user=request.user, chat=params.chat))

@@ -1,6 +1,7 @@
 """What the chat WebSocket (web/consumers.py) asks of the agent. Each function is one trip to the
-database, which the consumer runs on a thread; refusals are domain exceptions the consumer turns into
-`error` frames (conversations.events)."""
+database, which the consumer runs on a thread; refusals are domain exceptions (conversations.errors,
+agent.turn, CanvasCommandError) the consumer turns into `error` frames (realtime.frames). The frames
+that show a canvas are built here (agent.canvas) from what the canvas app returns."""
 
 from __future__ import annotations
 
@@ -11,15 +12,17 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils.crypto import constant_time_compare
 
+from agent.canvas import canvas_confirmation_answer, canvas_replay_frames
 from agent.submit import prompt_submit
 from agent.turn import TurnError, turn_cancel
 from canvas.elements import CanvasCommandError
-from canvas.selectors import canvas_replay_frames_of
-from canvas.services import canvas_lock, confirmation_answer
+from canvas.services import canvas_lock
 from conversations.content import confirmation_answer_text
 from conversations.models import Agent
+from conversations.refs import ChatRef
 from conversations.selectors import agent_get, session_find
 from memory.notes.proposals import note_proposal_answer
+from realtime.frames import CanvasCommandFrame
 
 
 class LoginNoLongerValid(TurnError):
@@ -40,22 +43,25 @@ def _login_still_valid(user: AbstractBaseUser, django_session: Any) -> bool:
     return not session_hash or constant_time_compare(session_hash, current.get_session_auth_hash())
 
 
-def chat_prompt(
-    *, user: AbstractBaseUser, django_session: Any, agent_slug: str, chat_id: str, text: str, kind: str
-) -> None:
+def chat_prompt(*, user: AbstractBaseUser, django_session: Any, chat: ChatRef, text: str, kind: str) -> None:
     """Run `text` as a turn of the chat, if the socket's login still holds (else LoginNoLongerValid).
-    The turn's frames reach every socket of the chat; refusals raise TurnError subclasses."""
+    The turn's frames reach every socket of the chat; refusals raise DomainError subclasses."""
     if not _login_still_valid(user, django_session):
         raise LoginNoLongerValid()
-    prompt_submit(user=user, text=text, agent_slug=agent_slug, chat_id=chat_id, kind=kind)
+    prompt_submit(user=user, text=text, chat=chat, kind=kind)
 
 
-def chat_open(*, agent_slug: str, user_id: int, chat_id: str) -> tuple[Agent | None, list[dict[str, Any]]]:
+def chat_replay(*, user_id: int, agent_id: int, chat_id: str) -> list[CanvasCommandFrame]:
+    """The frames that rebuild the user's chat's canvas (empty when the chat does not exist)."""
+    return canvas_replay_frames(session=session_find(user_id=user_id, agent_id=agent_id, chat_id=chat_id))
+
+
+def chat_open(*, user_id: int, chat: ChatRef) -> tuple[Agent | None, list[CanvasCommandFrame]]:
     """The agent a socket asks for and its chat's canvas replay, in one trip (None, [] for no agent)."""
-    agent = agent_get(slug=agent_slug)
+    agent = agent_get(slug=chat.agent)
     if agent is None:
         return None, []
-    return agent, canvas_replay_frames_of(user_id=user_id, agent_id=agent.pk, chat_id=chat_id)
+    return agent, chat_replay(user_id=user_id, agent_id=agent.pk, chat_id=chat.chat_id)
 
 
 def chat_cancel(*, user_id: int, agent_id: int, chat_id: str) -> bool:
@@ -65,10 +71,10 @@ def chat_cancel(*, user_id: int, agent_id: int, chat_id: str) -> bool:
 
 
 def chat_confirmation_answer(*, user_id: int, agent_id: int, chat_id: str, element_id: str, confirmed: bool) -> str:
-    """Answer the confirmation `element_id` on the chat's canvas; returns the prompt that runs the answer
-    as a turn. A question about the user's memory (docs/memory.md) is decided with it: the element and
-    the prompt both say what the yes did. Raises CanvasCommandError (unknown_element,
-    not_a_confirmation, already_answered)."""
+    """Answer the confirmation `element_id` on the chat's canvas (its change reaches the chat's sockets
+    on commit); returns the prompt that runs the answer as a turn. A question about the user's memory
+    (docs/memory.md) is decided with it: the element and the prompt both say what the yes did. Raises
+    CanvasCommandError (unknown_element, not_a_confirmation, already_answered)."""
     session = session_find(user_id=user_id, agent_id=agent_id, chat_id=chat_id)
     if session is None:
         raise CanvasCommandError(f"no element `{element_id}` on the canvas", code="unknown_element")
@@ -76,5 +82,5 @@ def chat_confirmation_answer(*, user_id: int, agent_id: int, chat_id: str, eleme
         canvas_lock(session=session)  # first, as a tool round takes it (agent.tools)
         proposal = note_proposal_answer(session=session, element_id=element_id, confirmed=confirmed)
         outcome = proposal.outcome if proposal is not None and confirmed else None
-        confirmation_answer(session=session, element_id=element_id, confirmed=confirmed, outcome=outcome)
+        canvas_confirmation_answer(session=session, element_id=element_id, confirmed=confirmed, outcome=outcome)
     return confirmation_answer_text(element_id=element_id, confirmed=confirmed, outcome=outcome)

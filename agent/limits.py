@@ -24,6 +24,8 @@ COUNTER_RETENTION = timedelta(days=1)
 
 
 class RateLimited(TurnError):
+    """Too many prompts; `retry_after` seconds until the window ends (HTTP `Retry-After`)."""
+
     code = "rate_limited"
 
     def __init__(self, detail: str, retry_after: float) -> None:

@@ -21,8 +21,9 @@ from django.utils.dateparse import parse_datetime
 from pydantic import AfterValidator, Field
 
 from agent.models import ScheduledPrompt, ScheduledRun
-from conversations.content import CHAT_ID_INVALID, CHAT_ID_RE, agent_or_default, chat_id_or_default, text_problem
+from conversations.content import text_problem
 from conversations.models import Message, Session
+from conversations.refs import DEFAULT_CHAT, ChatRef
 from conversations.selectors import agent_get
 from lib.tool_inputs import LenientToolInput, ToolInputError, input_error, tool_definition, tool_input_parse
 
@@ -90,13 +91,12 @@ def schedule_create(
     *,
     user: AbstractBaseUser,
     text: str,
-    agent_slug: str | None = None,
-    chat_id: str | None = None,
+    chat: ChatRef = DEFAULT_CHAT,
     at: datetime | None = None,
     every_seconds: int | None = None,
 ) -> ScheduledPrompt:
-    """Validate and store a schedule; ScheduleError says what is wrong. Preconditions: none — any
-    input (from the model, the command, the admin) is checked here."""
+    """Validate and store a schedule in `chat`; ScheduleError says what is wrong. Preconditions: none —
+    any input (from the model, the command, the admin) is checked here, the chat by ChatRef."""
     if not isinstance(text, str) or not text.strip():
         raise ScheduleError("The text of a scheduled prompt must not be empty.")
     if text_problem(text):
@@ -123,15 +123,12 @@ def schedule_create(
         raise ScheduleError(
             f"There are already {active} active schedules, the most one user may have; remove one in the admin first."
         )
-    chat_id = chat_id_or_default(chat_id)
-    if not CHAT_ID_RE.match(chat_id):
-        raise ScheduleError(CHAT_ID_INVALID)
-    agent = agent_get(slug=agent_slug)
+    agent = agent_get(slug=chat.agent)
     if agent is None:
-        raise ScheduleError(f"No agent {agent_or_default(agent_slug)!r}.")
+        raise ScheduleError(f"No agent {chat.agent!r}.")
     first = at or now + timedelta(seconds=every_seconds or 0)
     return ScheduledPrompt.objects.create(
-        user=user, agent=agent, chat_id=chat_id, text=text.strip(), next_run_at=first, every_seconds=every_seconds
+        user=user, agent=agent, chat_id=chat.chat_id, text=text.strip(), next_run_at=first, every_seconds=every_seconds
     )
 
 
@@ -153,8 +150,7 @@ def schedule_from_tool(*, session: Session, tool_input: dict[str, Any]) -> str:
     schedule = schedule_create(
         user=session.user,
         text=parsed.text,
-        agent_slug=session.agent.slug,
-        chat_id=session.chat_id,
+        chat=ChatRef(agent=session.agent.slug, chat_id=session.chat_id),
         at=parse_at(parsed.at) if parsed.at is not None else None,
         every_seconds=parsed.every_seconds,
     )

@@ -12,27 +12,25 @@ from agent.models import IdempotencyKey
 from agent.turn import (
     ModelFailed,
     PromptInvalid,
-    TurnError,
     TurnResult,
     TurnRunning,
     prompt_check,
     turn_is_running,
     turn_run,
 )
-from conversations.content import (
-    CHAT_ID_INVALID,
-    CHAT_ID_RE,
-    agent_or_default,
-    chat_id_or_default,
-    text_of,
-    text_problem,
-)
+from conversations.content import text_of, text_problem
 from conversations.models import Message, Session
-from conversations.services import UnknownAgent, session_get_or_create
+from conversations.refs import DEFAULT_CHAT, ChatRef
+from conversations.services import session_get_or_create
+
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 
 
-class ChatNotFound(TurnError):
-    code = "not_found"
+class IdempotencyKeyInvalid(PromptInvalid):
+    code = "invalid_idempotency_key"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, field=IDEMPOTENCY_KEY_HEADER)
 
 
 @dataclass(frozen=True)
@@ -51,29 +49,21 @@ def _ok(session: Session, result: TurnResult) -> PromptReply:
     )
 
 
-def prompt_session(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session:
-    """The session a prompt goes to (created on first use). Raises PromptInvalid for a bad chat id,
-    ChatNotFound for an unknown agent."""
-    chat_id = chat_id_or_default(chat_id)
-    if not CHAT_ID_RE.match(chat_id):
-        raise PromptInvalid(CHAT_ID_INVALID)
-    try:
-        return session_get_or_create(user=user, agent_slug=agent_slug, chat_id=chat_id)
-    except UnknownAgent as exc:
-        raise ChatNotFound(f"No agent {agent_or_default(agent_slug)!r}.") from exc
+def prompt_session(*, user: AbstractBaseUser, chat: ChatRef) -> Session:
+    """The session a prompt goes to (created on first use). Raises UnknownAgent (not_found)."""
+    return session_get_or_create(user=user, agent_slug=chat.agent, chat_id=chat.chat_id)
 
 
 def prompt_submit(
     *,
     user: AbstractBaseUser,
     text: str,
-    agent_slug: str | None = None,
-    chat_id: str | None = None,
+    chat: ChatRef = DEFAULT_CHAT,
     idempotency_key: str | None = None,
     kind: str = "typed",
 ) -> PromptReply:
-    """Run one turn and return what it said. Raises TurnError subclasses for refusals.
-    `kind` says what started it (turn_run).
+    """Run one turn in `chat` and return what it said. Raises DomainError subclasses for refusals
+    (TurnError kinds, UnknownAgent, RateLimited). `kind` says what started it (turn_run).
 
     With a key, the key's record is written in the transaction that takes the turn's lease and
     archives the prompt: a record never exists without its prompt, and a prompt never without its
@@ -82,16 +72,16 @@ def prompt_submit(
     prompt_check(text)
     if not idempotency_key:
         prompt_rate_check(user_id=user.pk)  # before the chat is made: a refused prompt creates nothing
-        session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
+        session = prompt_session(user=user, chat=chat)
         return _ok(session, turn_run(session=session, text=text, kind=kind))
     if text_problem(idempotency_key):
-        raise PromptInvalid(f"The Idempotency-Key {text_problem(idempotency_key)}.")
+        raise IdempotencyKeyInvalid(f"The Idempotency-Key {text_problem(idempotency_key)}.")
     key = idempotency_key[:255]
     record = IdempotencyKey.objects.filter(user=user, key=key).first()
     if record is not None:
-        return _repeat(_same_request(record, text=text, agent_slug=agent_slug, chat_id=chat_id))
+        return _repeat(_same_request(record, text=text, chat=chat))
     prompt_rate_check(user_id=user.pk)
-    session = prompt_session(user=user, agent_slug=agent_slug, chat_id=chat_id)
+    session = prompt_session(user=user, chat=chat)
 
     def remember_prompt(prompt: Message) -> None:
         IdempotencyKey.objects.create(user=user, key=key, session=session, prompt=prompt)
@@ -102,7 +92,7 @@ def prompt_submit(
         # The same key committed first (its turn ended between our look-up and our lease): our
         # prompt was rolled back with the record, so answer as that request did.
         record = IdempotencyKey.objects.get(user=user, key=key)
-        return _repeat(_same_request(record, text=text, agent_slug=agent_slug, chat_id=chat_id))
+        return _repeat(_same_request(record, text=text, chat=chat))
     except ModelFailed as exc:  # the prompt is archived; the first answer is this failure
         _store_failure(user, key, exc)
         raise
@@ -110,19 +100,21 @@ def prompt_submit(
     return answer
 
 
-def _same_request(record: IdempotencyKey, *, text: str, agent_slug: str | None, chat_id: str | None) -> IdempotencyKey:
+def _same_request(record: IdempotencyKey, *, text: str, chat: ChatRef) -> IdempotencyKey:
     """The record of a repeated key, if the request is the same one (text, agent and chat); a key reused
     for another request is invalid input, never an answer to a request it was not."""
     session, prompt = record.session, record.prompt
     same = (
         session is not None
         and prompt is not None
-        and session.agent.slug == agent_or_default(agent_slug)
-        and session.chat_id == chat_id_or_default(chat_id)
+        and session.agent.slug == chat.agent
+        and session.chat_id == chat.chat_id
         and text_of(prompt.content) == text
     )
     if not same:
-        raise PromptInvalid("This Idempotency-Key was used for a different request (another text, agent or chat).")
+        raise IdempotencyKeyInvalid(
+            "This Idempotency-Key was used for a different request (another text, agent or chat)."
+        )
     return record
 
 

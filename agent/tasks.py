@@ -15,8 +15,10 @@ from agent.llm import ModelError, model_client
 from agent.models import IdempotencyKey, ScheduledRun
 from agent.schedules import schedule_claim_due
 from agent.submit import prompt_session
-from agent.turn import TurnError, TurnRunning, turn_run
+from agent.turn import TurnRunning, turn_run
+from conversations.errors import DomainError
 from conversations.models import ModelCall, Session
+from conversations.refs import ChatRef
 from conversations.services import model_call_record
 from memory import summaries
 
@@ -62,7 +64,7 @@ def scheduled_run_execute(*, run_id: int) -> str:
         ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail="user inactive")
         return "failed"
     try:
-        session = prompt_session(user=schedule.user, agent_slug=schedule.agent.slug, chat_id=schedule.chat_id)
+        session = prompt_session(user=schedule.user, chat=ChatRef(agent=schedule.agent.slug, chat_id=schedule.chat_id))
 
         def remember(prompt) -> None:
             ScheduledRun.objects.filter(pk=run.pk).update(prompt=prompt)
@@ -79,7 +81,7 @@ def scheduled_run_execute(*, run_id: int) -> str:
                 run.refresh_from_db()
         else:
             raise TurnRunning()
-    except TurnError as exc:
+    except DomainError as exc:
         logger.warning("scheduled prompt %s failed: %s", schedule.pk, exc)
         ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail=str(exc))
         return "failed"

@@ -1,7 +1,8 @@
 """The tools the model may call, and running one round of them (README: the canvas tools, memory tools and schedules).
 
 Read-only tools (memory) run first; then the canvas commands and the archiving of the round's
-`tool_result` message commit in one transaction, so a canvas change never exists without its result.
+`tool_result` message commit in one transaction, so a canvas change never exists without its result;
+each change reaches the chat's sockets once that transaction commits (agent.canvas).
 Invalid input never raises: it becomes an `is_error` result that says why, so the model can correct
 itself.
 """
@@ -15,9 +16,10 @@ from anthropic.lib.tools import ToolError
 from django.conf import settings
 from django.db import transaction
 
+from agent.canvas import canvas_command_run, canvas_server_confirmation_show
 from agent.schedules import SCHEDULE_TOOL, ScheduleError, schedule_from_tool
 from canvas.limits import RESERVED_ID_PREFIX
-from canvas.services import CanvasCommandError, canvas_apply, canvas_lock, server_confirmation_show
+from canvas.services import CanvasCommandError, canvas_lock
 from canvas.tools import CANVAS_TOOL_NAMES, CANVAS_TOOLS
 from conversations.models import Message, Session
 from conversations.services import message_append
@@ -52,7 +54,7 @@ def _run_notes(session: Session, tool_input: dict[str, Any], source: Message | N
 
     def ask_user(params: dict[str, Any]) -> None:
         try:
-            server_confirmation_show(session=session, params=params)
+            canvas_server_confirmation_show(session=session, params=params)
         except CanvasCommandError as exc:
             raise NoteError(f"could not ask the user on the canvas ({exc})") from exc
 
@@ -71,7 +73,7 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any], source
     if name in CANVAS_TOOL_NAMES:
         try:
             with transaction.atomic():  # a savepoint: one failed command leaves the others standing
-                change = canvas_apply(session=session, command=name, params=tool_input)
+                change = canvas_command_run(session=session, command=name, params=tool_input)
         except CanvasCommandError as exc:
             return ToolOutcome(f"{name} failed, nothing changed: {exc}", is_error=True)
         return ToolOutcome(f"{name}: {change.result} Canvas version {change.version}.")

@@ -24,9 +24,8 @@ from django_q.tasks import async_task
 from agent.llm import ModelError, ModelReply, model_client
 from agent.prompt import model_for, request_build
 from agent.tools import tool_round_run
-from canvas.push import push_frame, push_frame_on_commit
-from conversations import events
 from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
+from conversations.errors import DomainError, InvalidInput
 from conversations.leases import lease_release, lease_renew, lease_take
 from conversations.models import Message, ModelCall, Session
 from conversations.provenance import turn_sources
@@ -34,17 +33,25 @@ from conversations.services import message_append, model_call_record, session_ti
 from conversations.window import window_build
 from memory.semantic import vectors_schedule
 from memory.summaries import summary_is_due
+from realtime.frames import (
+    PROMPT_KINDS,
+    AssistantDeltaFrame,
+    AssistantMessageFrame,
+    ErrorFrame,
+    ToolResultFrame,
+    ToolUseFrame,
+    UserMessageFrame,
+)
+from realtime.push import push_frame, push_frame_on_commit
 
 logger = logging.getLogger(__name__)
 
 CANCEL_POLL_SECONDS = 0.5
 
 
-class TurnError(Exception):
-    """A turn refused or failed. `code` names it in a socket's `error` frame (conversations.events);
-    buddy/api.py gives each kind its HTTP status."""
-
-    code = "turn_failed"
+class TurnError(DomainError):
+    """A turn refused or failed. `code` names it in a socket's `error` frame (realtime.frames) and an
+    HTTP error body; buddy/api.py gives each kind its HTTP status."""
 
 
 class TurnRunning(TurnError):
@@ -58,8 +65,11 @@ class PromptTooLarge(TurnError):
     code = "too_large"
 
 
-class PromptInvalid(TurnError):
-    code = "invalid"
+class PromptInvalid(TurnError, InvalidInput):
+    """The prompt (field `text` unless said otherwise) breaks a rule; nothing is archived."""
+
+    def __init__(self, detail: str, *, field: str | None = "text") -> None:
+        InvalidInput.__init__(self, detail, field=field)
 
 
 class ModelFailed(TurnError):
@@ -168,13 +178,13 @@ def turn_run(
     kind: str = "typed",
 ) -> TurnResult:
     """Run one turn for a new prompt `text`, or resume the turn of an already archived `prompt`.
-    `kind` (one of conversations.events.PROMPT_KINDS) says what the prompt is, for the pages showing it.
+    `kind` (one of realtime.frames.PROMPT_KINDS) says what the prompt is, for the pages showing it.
 
     Raises PromptInvalid/PromptTooLarge (nothing archived), TurnRunning, ModelFailed (the prompt and
     every step before the failure stay archived).
     """
-    if kind not in events.PROMPT_KINDS:
-        raise ValueError(f"kind must be one of {events.PROMPT_KINDS}")
+    if kind not in PROMPT_KINDS:
+        raise ValueError(f"kind must be one of {PROMPT_KINDS}")
     if prompt is None:
         prompt_check(text or "")
     # The lease, the prompt and whatever `on_prompt` records (an Idempotency-Key) commit together: a
@@ -184,14 +194,14 @@ def turn_run(
         if prompt is None:
             prompt = message_append(session=session, role="user", content=text)
             session_title_from_prompt(session=session, prompt=prompt)
-            push_frame_on_commit(session, events.user_message(text=text, message_id=prompt.id, kind=kind))
+            push_frame_on_commit(session, UserMessageFrame(text=text, message_id=prompt.id, kind=kind))
             if on_prompt is not None:
                 on_prompt(prompt)
     try:
         result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
     except ModelFailed as failure:
         turn_lease_release(session=session, lease_id=lease_id)
-        push_frame(session, events.error(failure.code, str(failure)))
+        push_frame(session, ErrorFrame(code=failure.code, detail=failure.detail))
         raise
     except BaseException:
         turn_lease_release(session=session, lease_id=lease_id)
@@ -200,7 +210,7 @@ def turn_run(
     # After the release: a client that answers the reply at once must not hit its own lease (TurnRunning).
     push_frame(
         session,
-        events.assistant_message(
+        AssistantMessageFrame(
             text=result.reply,
             message_id=result.message_id,
             sources=turn_sources(session=session, reply_id=result.message_id),
@@ -232,7 +242,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
     tool_rounds = 0
 
     def on_text(chunk: str) -> None:
-        push_frame(session, events.assistant_delta(json_text_cleaned(chunk)))
+        push_frame(session, AssistantDeltaFrame(text=json_text_cleaned(chunk)))
 
     while True:
         if stopper(now_or_never=True):  # between model calls, always look
@@ -263,12 +273,12 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
         if not tool_uses:
             break
         for block in tool_uses:
-            push_frame(session, events.tool_use(tool_use_id=block["id"], name=block["name"], tool_input=block["input"]))
+            push_frame(session, ToolUseFrame(id=block["id"], name=block["name"], input=block["input"]))
         results = tool_round_run(session=session, tool_uses=tool_uses, source=last_message)
         for block in results.content:
             push_frame(
                 session,
-                events.tool_result(
+                ToolResultFrame.summarized(
                     tool_use_id=block.get("tool_use_id", ""),
                     is_error=bool(block.get("is_error")),
                     text=tool_result_text(block.get("content")),

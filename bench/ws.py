@@ -299,9 +299,9 @@ def layer_only(sizes: list[int]) -> None:
     django.setup()
     from channels.layers import InMemoryChannelLayer as StockLayer
 
-    from canvas.layers import InMemoryChannelLayer
+    from realtime.layers import InMemoryChannelLayer
 
-    print("| members | channels' InMemoryChannelLayer | canvas.layers.InMemoryChannelLayer |")
+    print("| members | channels' InMemoryChannelLayer | realtime.layers.InMemoryChannelLayer |")
     print("| --- | --- | --- |")
     for size in sizes:
         stock = asyncio.run(layer_broadcast_ms(StockLayer, size))

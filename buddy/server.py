@@ -26,7 +26,7 @@ from daphne.ws_protocol import WebSocketFactory, WebSocketProtocol
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
-from canvas.limits import MAX_FRAME_BYTES
+from realtime.limits import MAX_FRAME_BYTES
 
 logger = logging.getLogger(__name__)
 

@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "agent",
     "canvas",
     "memory",
+    "realtime",
     "web",
 ]
 
@@ -162,8 +163,8 @@ if REDIS_URL:
         }
     }
 else:
-    # channels' own in-memory layer, minus its O(N²) broadcast (see canvas/layers.py).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "canvas.layers.InMemoryChannelLayer"}}
+    # channels' own in-memory layer, minus its O(N²) broadcast (see realtime/layers.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "realtime.layers.InMemoryChannelLayer"}}
 
 # --- Background tasks (django-q2) -------------------------------------------------------------
 # The ORM broker needs no extra service in the embedded default and is shared by every process on

@@ -42,5 +42,5 @@ def request_too_large_detail() -> str:
 def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """handler400: a body Django refused for its size is a 413 in JSON, wherever it was sent."""
     if isinstance(exception, RequestDataTooBig):
-        return JsonResponse({"detail": request_too_large_detail()}, status=413)
+        return JsonResponse({"code": "too_large", "detail": request_too_large_detail()}, status=413)
     return django_bad_request(request, exception)

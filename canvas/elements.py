@@ -40,13 +40,25 @@ from lib.tool_inputs import (
 Element = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class CanvasChange:
+    """One committed (or about to commit) canvas change: the command that makes it on a client, with
+    the params the canvas stored, and the canvas version after it."""
+
+    command: str
+    params: dict[str, Any]
+    version: int
+    # One sentence for the tool_result the model reads.
+    result: str = ""
+
+
 class CanvasCommandError(ValueError):
     """A canvas command refused; the message says why in words the model (or a person) can act on.
 
     `code` names the kind of refusal for WebSocket `error` frames.
     """
 
-    def __init__(self, message: str, *, code: str = "invalid_input") -> None:
+    def __init__(self, message: str, *, code: str = "invalid_field") -> None:
         super().__init__(message)
         self.code = code
 

@@ -1,4 +1,4 @@
-"""The canvas's limits and enumerations, shared by the tool schemas, the service and the socket."""
+"""The canvas's limits and enumerations, shared by the tool schemas and the service."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import re
 MAX_ELEMENTS = 50
 # Compact JSON of one stored element, UTF-8 encoded.
 MAX_ELEMENT_BYTES = 16 * 1024
-# Largest text frame a client may send over the WebSocket, UTF-8 encoded.
-MAX_FRAME_BYTES = 64 * 1024
 
 # Element ids end up in DOM ids and in the `[confirmation ID: …]` answer text: keep them plain.
 ELEMENT_ID_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"

@@ -27,16 +27,3 @@ class CanvasState(models.Model):
 
     def __str__(self) -> str:
         return f"canvas of {self.session} (v{self.version})"
-
-
-class RelayedFrame(models.Model):
-    """A group message written by a process without sockets of its own (the task worker) when the
-    channel layer is the in-memory one, which cannot cross processes: the server process that holds
-    the sockets reads these rows and sends each to its group (canvas/relay.py). Kept a minute."""
-
-    group = models.CharField(max_length=100)
-    message = models.JSONField()
-    created_at = models.DateTimeField(default=timezone.now, db_index=True)
-
-    def __str__(self) -> str:
-        return f"{self.group} #{self.pk}"

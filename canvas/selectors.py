@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from canvas.elements import ELEMENT_TYPES, Element, element_params
+from canvas.elements import ELEMENT_TYPES, CanvasChange, Element, element_params
 from canvas.models import CanvasState
-from conversations import events
 from conversations.models import Session
-from conversations.selectors import session_find
 
 SNAPSHOT_HEADING = "What's currently on the canvas:"
 SNAPSHOT_CONTENT_CHARS = 150
@@ -29,27 +27,24 @@ def canvas_state(*, session: Session | None) -> dict[str, Any]:
     return {"elements": state.elements, "mode": state.mode, "theme": state.theme, "version": state.version}
 
 
-def canvas_replay_frames_of(*, user_id: int, agent_id: int, chat_id: str) -> list[dict[str, Any]]:
-    """canvas_replay_frames of the user's chat with that agent (empty when the chat does not exist)."""
-    return canvas_replay_frames(session=session_find(user_id=user_id, agent_id=agent_id, chat_id=chat_id))
+def canvas_replay(*, session: Session | None) -> list[CanvasChange]:
+    """The commands that rebuild the canvas on a client (README: WebSocket), each at the canvas's version.
 
-
-def canvas_replay_frames(*, session: Session | None) -> list[dict[str, Any]]:
-    """The frames that rebuild the canvas on a client (README, "HTTP API"; web/consumers.py).
-
-    A clear carrying the version, one add command per element in order (its params are the element's
-    fields), then the theme when one is set. `session=None` (a chat that does not exist) replays empty.
+    A clear, one add command per element in order (its params are the element's fields), then the theme
+    when one is set. `session=None` (a chat that does not exist) replays empty.
     """
     state = canvas_state(session=session)
     version = state["version"]
-    frames = [events.canvas_command("canvas_set_mode", {"mode": "clear"}, version)]
-    frames.extend(
-        events.canvas_command(ELEMENT_TYPES[element["type"]].add_command, element_params(element), version)
+    replay = [CanvasChange(command="canvas_set_mode", params={"mode": "clear"}, version=version)]
+    replay.extend(
+        CanvasChange(
+            command=ELEMENT_TYPES[element["type"]].add_command, params=element_params(element), version=version
+        )
         for element in state["elements"]
     )
     if state["theme"]:
-        frames.append(events.canvas_command("canvas_set_theme", {"theme": state["theme"]}, version))
-    return frames
+        replay.append(CanvasChange(command="canvas_set_theme", params={"theme": state["theme"]}, version=version))
+    return replay
 
 
 def canvas_snapshot_text(*, session: Session | None) -> str:

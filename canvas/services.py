@@ -1,7 +1,8 @@
 """Functions that change a session's canvas (README, "The canvas tools").
 
 Every change is a locked read-modify-write of the session's one `CanvasState` row that bumps
-`version` by one, and is broadcast to the session's sockets only after the transaction commits.
+`version` by one. The services return what changed (a CanvasChange) and push nothing: the caller shows
+it to the chat's sockets (agent.canvas, on commit).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.utils import timezone
 
 from canvas.elements import (
     TYPE_BY_ADD_COMMAND,
+    CanvasChange,
     CanvasCommandError,
     Element,
     check_id,
@@ -26,9 +28,7 @@ from canvas.elements import (
 )
 from canvas.limits import MAX_ELEMENT_BYTES, MAX_ELEMENTS, MAX_SERVER_ELEMENT_BYTES, RESERVED_ID_PREFIX
 from canvas.models import CanvasState
-from canvas.push import push_frame_on_commit
 from canvas.tools import CANVAS_TOOL_NAMES, ModeIn, NotificationIn, RemoveIn, ThemeIn, UpdateIn
-from conversations import events
 from conversations.models import Session
 
 __all__ = [
@@ -40,21 +40,6 @@ __all__ = [
     "confirmation_answer",
     "server_confirmation_show",
 ]
-
-
-@dataclass(frozen=True)
-class CanvasChange:
-    """One committed (or about to commit) canvas change."""
-
-    command: str
-    params: dict[str, Any]
-    version: int
-    # One sentence for the tool_result the model reads.
-    result: str
-
-    @property
-    def frame(self) -> dict[str, Any]:
-        return events.canvas_command(self.command, self.params, self.version)
 
 
 @dataclass(frozen=True)
@@ -208,9 +193,7 @@ def _commit(session: Session, state: CanvasState, command: str, outcome: _Outcom
     state.version += 1
     state.updated_at = timezone.now()
     state.save(update_fields=["elements", "mode", "theme", "version", "updated_at"])
-    change = CanvasChange(command=command, params=outcome.params, version=state.version, result=outcome.result)
-    push_frame_on_commit(session, change.frame)
-    return change
+    return CanvasChange(command=command, params=outcome.params, version=state.version, result=outcome.result)
 
 
 def canvas_apply(*, session: Session, command: str, params: dict[str, Any]) -> CanvasChange:
@@ -218,8 +201,7 @@ def canvas_apply(*, session: Session, command: str, params: dict[str, Any]) -> C
 
     Raises CanvasCommandError, with the canvas untouched, when the command or its input is invalid;
     its message is meant for an `is_error` tool_result. Runs in its own atomic block (a savepoint when
-    the caller already holds a transaction, so a refusal never spoils the caller's transaction); the
-    frame is broadcast after the outermost transaction commits.
+    the caller already holds a transaction, so a refusal never spoils the caller's transaction).
     """
     handler = _handler(command, params)
     with transaction.atomic():
@@ -282,9 +264,9 @@ def confirmation_answer(
     """Mark the confirmation `element_id` answered (`answered`: "confirmed" or "declined"), with the
     `outcome` of what the answer did, when the caller has one to show (a server's question).
 
-    The change is broadcast as a `canvas_update_card` carrying the whole element. Running the answer
-    as a turn (`[confirmation ID: confirmed|declined]`) is the caller's business. Raises
-    CanvasCommandError with code unknown_element, not_a_confirmation or already_answered.
+    The change is a `canvas_update_card` carrying the whole element. Running the answer as a turn
+    (`[confirmation ID: confirmed|declined]`) is the caller's business. Raises CanvasCommandError with
+    code unknown_element, not_a_confirmation or already_answered.
     """
     if not isinstance(confirmed, bool):
         raise CanvasCommandError("`confirmed` must be true or false")

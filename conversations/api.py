@@ -1,21 +1,23 @@
+"""`/agents`, `/chats` and `/history`. Refusals are domain exceptions (conversations.errors), which
+buddy/api.py answers with their status and the one `ErrorOut` body."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest
-from ninja import Query, Router, Schema, Status
-from ninja.errors import HttpError
+from ninja import Query, Router
 from pydantic import Field
 
 from conversations import selectors
-from conversations.models import Session
 from conversations.provenance import history_sources
-from conversations.schemas import AgentOut, ChatOut, ChatRenameIn, ErrorOut, HistoryOut, PlainText
-from conversations.services import InvalidTitle, session_rename
+from conversations.schemas import AgentOut, ChatIn, ChatOut, ChatRenameIn, ErrorOut, HistoryOut
+from conversations.services import session_rename
 
 router = Router(tags=["conversations"])
 
 # The error answers each kind of endpoint gives, for the OpenAPI schema (every one is `ErrorOut`).
 AUTH_ERRORS = {401: ErrorOut}
-READ_ERRORS = {**AUTH_ERRORS, 404: ErrorOut, 422: ErrorOut}
+READ_ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
+WRITE_ERRORS = dict.fromkeys((401, 403, 404, 413, 422), ErrorOut)
 
 
 @router.get("/agents", response={200: list[AgentOut], **AUTH_ERRORS}, summary="The agents a user can talk to")
@@ -41,37 +43,21 @@ def chats(request: HttpRequest):
     ]
 
 
-@router.patch("/chats", response={200: ChatOut, 401: ErrorOut, 404: ErrorOut, 422: ErrorOut}, summary="Rename a chat")
+@router.patch("/chats", response={200: ChatOut, **WRITE_ERRORS}, summary="Rename a chat")
 def chat_rename(request: HttpRequest, payload: ChatRenameIn):
     """Give one of the user's chats a title (new chats are named after their first prompt)."""
-    session = owned_session(request, agent_slug=payload.agent, chat_id=payload.chat_id)
-    try:
-        session_rename(session=session, title=payload.title)
-    except InvalidTitle as exc:
-        return Status(422, {"detail": str(exc)})
+    session = selectors.session_require(user=request.user, chat=payload.chat)
+    session_rename(session=session, title=payload.title)
     stats = selectors.session_list(user=request.user).get(pk=session.pk)
     return _chat_out(session, last_message_at=stats.last_message_at, messages=stats.message_count)
 
 
-class ChatQuery(Schema):
-    agent: PlainText | None = None
-    chat_id: PlainText | None = None
-
-
-class HistoryQuery(ChatQuery):
+class HistoryQuery(ChatIn):
     limit: int = Field(50, ge=1, le=500)
     before: int | None = Field(None, ge=1, le=2**63 - 1)
     around: int | None = Field(
         None, ge=1, le=2**63 - 1, description="A message id: the page is centred on it (for links to a source)."
     )
-
-
-def owned_session(request: HttpRequest, *, agent_slug: str | None, chat_id: str | None) -> Session:
-    """The requesting user's chat, or 404 — whether it is missing or someone else's is never revealed."""
-    session = selectors.session_get(user=request.user, agent_slug=agent_slug, chat_id=chat_id)
-    if session is None:
-        raise HttpError(404, "No such chat.")
-    return session
 
 
 @router.get("/history", response={200: HistoryOut, **READ_ERRORS}, summary="A page of a chat's archive")
@@ -80,12 +66,9 @@ def history(request: HttpRequest, query: Query[HistoryQuery]):
     `around`, a page centred on that message (404 when the chat has no such message). `next_before` is
     the oldest id of the page, `null` when there is nothing older. A reply that drew on the archive
     (memory tools) lists those messages in `sources`."""
-    session = owned_session(request, agent_slug=query.agent, chat_id=query.chat_id)
+    session = selectors.session_require(user=request.user, chat=query.chat)
     if query.around is not None:
-        found = selectors.history_page_around(session=session, limit=query.limit, around=query.around)
-        if found is None:
-            raise HttpError(404, "No such message in this chat.")
-        messages, has_more = found
+        messages, has_more = selectors.history_page_around(session=session, limit=query.limit, around=query.around)
     else:
         messages, has_more = selectors.history_page(session=session, limit=query.limit, before=query.before)
     sources = history_sources(session=session, messages=messages)

@@ -7,12 +7,6 @@ import math
 import re
 from typing import Any
 
-CHAT_ID_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
-CHAT_ID_RULE = "1–64 characters of A-Z a-z 0-9 _ . : -"
-CHAT_ID_INVALID = f"chat_id must be {CHAT_ID_RULE}"
-DEFAULT_AGENT = "buddy"
-DEFAULT_CHAT_ID = "main"
-
 Block = dict[str, Any]
 
 
@@ -85,15 +79,44 @@ def text_of(content: list[Block]) -> str:
     )
 
 
+# The two things text may not hold, as text_problem() words them.
+TEXT_HAS_NUL = "must not contain NUL (\\u0000) characters"
+TEXT_NOT_UNICODE = "is not valid Unicode (it holds a lone surrogate)"
+
+
 def text_problem(value: str) -> str | None:
-    """Why `value` is not text Buddy can keep, or None. A lone surrogate cannot be encoded as UTF-8 (so
-    neither stored nor sent to the model) and PostgreSQL refuses NUL: both are refused on every backend."""
+    """Why `value` is not text Buddy can keep (TEXT_HAS_NUL, TEXT_NOT_UNICODE), or None. A lone surrogate
+    cannot be encoded as UTF-8 (so neither stored nor sent to the model) and PostgreSQL refuses NUL:
+    both are refused on every backend, by every transport (the one place this rule is written)."""
     if "\x00" in value:
-        return "must not contain NUL (\\u0000) characters"
+        return TEXT_HAS_NUL
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return "is not valid Unicode (it holds a lone surrogate)"
+        return TEXT_NOT_UNICODE
+    return None
+
+
+def blank_problem(value: str) -> str | None:
+    """Why `value` says nothing (empty or only whitespace), or None."""
+    return None if value.strip() else "must not be empty or only spaces"
+
+
+# Bidirectional overrides and isolates (U+202A–U+202E, U+2066–U+2069): in a title they reorder what
+# follows them, so a chat can pass for another one in the chat list. Marks (U+200E, U+200F) stay allowed.
+BIDI_CONTROL_RE = re.compile("[\u202a-\u202e\u2066-\u2069]")
+TITLE_MAX_CHARS = 100
+
+
+def title_problem(value: str) -> str | None:
+    """Why `value` cannot be a chat's title, or None: the rule of PATCH /chats (README: HTTP API)."""
+    problem = text_problem(value) or blank_problem(value)
+    if problem:
+        return problem
+    if len(value) > TITLE_MAX_CHARS:
+        return f"is at most {TITLE_MAX_CHARS} characters"
+    if BIDI_CONTROL_RE.search(value):
+        return "must not hold bidirectional override or isolate characters (U+202A–U+202E, U+2066–U+2069)"
     return None
 
 
@@ -159,14 +182,6 @@ def tool_result_text(content: Any) -> str:
     if content is None:
         return ""
     return dumps_compact(content)
-
-
-def chat_id_or_default(chat_id: str | None) -> str:
-    return chat_id or DEFAULT_CHAT_ID
-
-
-def agent_or_default(agent: str | None) -> str:
-    return agent or DEFAULT_AGENT
 
 
 KNOWN_BLOCK_TYPES = {"text", "tool_use", "tool_result", "image", "document", "thinking", "redacted_thinking"}

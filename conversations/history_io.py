@@ -23,6 +23,7 @@ from django.utils.dateparse import parse_datetime
 
 from conversations.content import dumps_compact, validate_content
 from conversations.models import HistoryImport, Message, Session
+from conversations.refs import ChatRef
 from conversations.services import message_build, messages_bulk_append, session_get_or_create
 
 IMPORT_BATCH = 1000
@@ -195,19 +196,19 @@ def history_validate(
 def history_import_once(
     *,
     user: AbstractBaseUser,
-    agent_slug: str,
-    chat_id: str,
+    chat: ChatRef,
     stream: IO[str] | IO[bytes],
     validated: Validated,
     progress: Callable[[int], None] | None = None,
     extra: ExtraLines | None = None,
 ) -> tuple[Session, int]:
-    """Import a validated file into the user's chat, creating the chat in the same transaction (a failed
-    import leaves no empty chat). Refuses (ImportRefused) a file with no messages, and a history the
-    chat already holds: the same messages imported before, or the file's first message already there."""
+    """Import a validated file into the user's `chat`, creating the chat in the same transaction (a failed
+    import leaves no empty chat); UnknownAgent (conversations.services) when its agent does not exist.
+    Refuses (ImportRefused) a file with no messages, and a history the chat already holds: the same
+    messages imported before, or the file's first message already there."""
     if validated.first is None:
         raise ImportRefused("the file holds no messages")
-    session = session_get_or_create(user=user, agent_slug=agent_slug, chat_id=chat_id)
+    session = session_get_or_create(user=user, agent_slug=chat.agent, chat_id=chat.chat_id)
     earlier = HistoryImport.objects.filter(session=session, digest=validated.digest).first()
     if earlier is not None:
         raise ImportRefused(

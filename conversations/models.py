@@ -10,9 +10,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from conversations.content import CHAT_ID_RE, CHAT_ID_RULE
-
-TITLE_MAX_CHARS = 100
+from conversations.content import TITLE_MAX_CHARS
+from conversations.refs import CHAT_ID_RE, CHAT_ID_RULE
 
 chat_id_validator = RegexValidator(CHAT_ID_RE, f"A chat id is {CHAT_ID_RULE}")
 

@@ -7,8 +7,10 @@ from collections.abc import Callable, Collection
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, Max, QuerySet
 
-from conversations.content import CONFIRMATION_ANSWER_RE, agent_or_default, chat_id_or_default
+from conversations.content import CONFIRMATION_ANSWER_RE
+from conversations.errors import NotFound
 from conversations.models import Agent, Message, Session
+from conversations.refs import DEFAULT_AGENT, ChatRef
 
 ScheduledPromptIds = Callable[[Collection[int]], set[int]]
 
@@ -27,13 +29,25 @@ def scheduled_prompts_register(*, lookup: ScheduledPromptIds) -> None:
     _scheduled_prompt_ids = lookup
 
 
-def session_get(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session | None:
+class ChatNotFound(NotFound):
+    def __init__(self) -> None:
+        super().__init__("No such chat.")
+
+
+def session_get(*, user: AbstractBaseUser, chat: ChatRef) -> Session | None:
     """The user's existing session, or None: reading never creates one."""
     return (
-        Session.objects.select_related("agent")
-        .filter(user=user, agent__slug=agent_or_default(agent_slug), chat_id=chat_id_or_default(chat_id))
-        .first()
+        Session.objects.select_related("agent").filter(user=user, agent__slug=chat.agent, chat_id=chat.chat_id).first()
     )
+
+
+def session_require(*, user: AbstractBaseUser, chat: ChatRef) -> Session:
+    """The user's existing session; ChatNotFound when it does not exist or is another user's (which of
+    the two is never revealed)."""
+    session = session_get(user=user, chat=chat)
+    if session is None:
+        raise ChatNotFound()
+    return session
 
 
 def session_list(*, user: AbstractBaseUser) -> QuerySet[Session]:
@@ -47,7 +61,7 @@ def session_list(*, user: AbstractBaseUser) -> QuerySet[Session]:
 
 def agent_get(*, slug: str | None) -> Agent | None:
     """The agent `slug` names (the default agent when it is empty), or None."""
-    return Agent.objects.filter(slug=agent_or_default(slug)).first()
+    return Agent.objects.filter(slug=slug or DEFAULT_AGENT).first()
 
 
 def session_find(*, user_id: int, agent_id: int, chat_id: str) -> Session | None:
@@ -71,12 +85,12 @@ def history_page(*, session: Session, limit: int, before: int | None) -> tuple[l
     return page, has_more
 
 
-def history_page_around(*, session: Session, limit: int, around: int) -> tuple[list, bool] | None:
+def history_page_around(*, session: Session, limit: int, around: int) -> tuple[list, bool]:
     """A page of `limit` messages centred on message `around` (half before it, it and the rest after),
-    oldest first, and whether anything older remains; None when the chat has no such message."""
+    oldest first, and whether anything older remains. NotFound when the chat has no such message."""
     rows = Message.objects.filter(session=session).only("id", "role", "content", "created_at", "is_turn_start")
     if not rows.filter(id=around).exists():
-        return None
+        raise NotFound("No such message in this chat.")
     older = list(rows.filter(id__lt=around).order_by("-id")[: limit // 2 + 1])
     has_more = len(older) > limit // 2
     older = older[: limit // 2]

@@ -13,16 +13,17 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from conversations.content import (
-    DEFAULT_AGENT,
-    agent_or_default,
-    chat_id_or_default,
+    BIDI_CONTROL_RE,
     estimate_tokens,
     is_turn_start,
     largest_block_tokens,
     normalize_content,
     readable_text,
+    title_problem,
 )
-from conversations.models import TITLE_MAX_CHARS, Agent, Message, ModelCall, Session
+from conversations.errors import InvalidInput, NotFound
+from conversations.models import Agent, Message, ModelCall, Session
+from conversations.refs import DEFAULT_AGENT, ChatRef
 from conversations.selectors import agent_get
 
 AUTO_TITLE_CHARS = 60
@@ -45,20 +46,25 @@ def message_indexing_register(*, terms: Callable[[str], str], context: Callable[
     _indexing = MessageIndexing(terms=terms, context=context)
 
 
-class InvalidTitle(ValueError):
-    pass
+class InvalidTitle(InvalidInput):
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, field="title")
 
 
-class UnknownAgent(LookupError):
-    pass
+class UnknownAgent(NotFound):
+    def __init__(self, slug: str) -> None:
+        super().__init__(f"No agent {slug!r}.")
+        self.slug = slug
 
 
 def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session:
-    """The user's session for (agent, chat_id), created on first use. Raises UnknownAgent."""
-    agent = agent_get(slug=agent_slug)
+    """The user's session of the chat `ChatRef.of(agent=agent_slug, chat_id=chat_id)` names, created on
+    first use. Raises InvalidChatId / InvalidAgent (conversations.refs) or UnknownAgent."""
+    chat = ChatRef.of(agent=agent_slug, chat_id=chat_id)
+    agent = agent_get(slug=chat.agent)
     if agent is None:
-        raise UnknownAgent(agent_or_default(agent_slug))
-    chat_id = chat_id_or_default(chat_id)
+        raise UnknownAgent(chat.agent)
+    chat_id = chat.chat_id
     session = Session.objects.filter(user=user, agent=agent, chat_id=chat_id).first()
     if session is not None:
         return session
@@ -73,11 +79,14 @@ def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, cha
 
 
 def session_title_from_prompt(*, session: Session, prompt: Message) -> None:
-    """Name an untitled chat after its first prompt: its first line, at most AUTO_TITLE_CHARS. A chat
-    whose first messages came another way (an import) keeps its chat id as its name."""
+    """Name an untitled chat after its first prompt: its first line, at most AUTO_TITLE_CHARS, without
+    bidirectional override or isolate characters (a title a user types with them is refused; one made
+    from a prompt leaves them out, as the prompt itself is kept whole). A chat whose first messages came
+    another way (an import) keeps its chat id as its name."""
     if session.title or Message.objects.filter(session=session, id__lt=prompt.id).exists():
         return
     text = "\n".join(block.get("text", "") for block in prompt.content if block.get("type") == "text")
+    text = BIDI_CONTROL_RE.sub("", text)
     line = next((line.strip() for line in text.splitlines() if line.strip()), "")
     title = " ".join(line.split())
     if len(title) > AUTO_TITLE_CHARS:
@@ -87,12 +96,12 @@ def session_title_from_prompt(*, session: Session, prompt: Message) -> None:
 
 
 def session_rename(*, session: Session, title: str) -> Session:
-    """Set the title the user chose. Raises InvalidTitle for an empty or too long one."""
-    title = " ".join(title.split()) if isinstance(title, str) else ""
-    if not title:
-        raise InvalidTitle("A chat's title must not be empty.")
-    if len(title) > TITLE_MAX_CHARS:
-        raise InvalidTitle(f"A chat's title is at most {TITLE_MAX_CHARS} characters.")
+    """Set the title the user chose (title_problem: 1–100 characters, not blank, no NUL and no bidi
+    override or isolate), its runs of whitespace made one space. Raises InvalidTitle."""
+    problem = title_problem(title) if isinstance(title, str) else "must be a string"
+    if problem:
+        raise InvalidTitle(f"A chat's title {problem}.")
+    title = " ".join(title.split())
     Session.objects.filter(pk=session.pk).update(title=title)
     session.title = title
     return session

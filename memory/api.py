@@ -3,14 +3,14 @@ from __future__ import annotations
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
-from conversations.api import owned_session
 from conversations.schemas import ErrorOut
+from conversations.selectors import session_require
 from memory.schemas import SearchIn, SearchOut, SearchResultOut
 from memory.search import search_history
 
 router = Router(tags=["memory"])
 
-ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
+ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
 
 
 @router.get(
@@ -22,7 +22,7 @@ ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
     "`\\` of the text itself is preceded by a backslash.",
 )
 def memory_search(request: HttpRequest, params: Query[SearchIn]):
-    session = owned_session(request, agent_slug=params.agent, chat_id=params.chat_id)
+    session = session_require(user=request.user, chat=params.chat)
     hits = search_history(session=session, query=params.q, limit=params.limit)
     results = [
         SearchResultOut(

@@ -1,4 +1,6 @@
-"""The memory notes over HTTP (README: Memory notes): read both scopes, write, delete, versions, restore."""
+"""The memory notes over HTTP (README: Memory notes): read both scopes, write, delete, versions, restore.
+Refusals are domain exceptions (NoteError 422, NoteMissing and an unknown chat 404), which buddy/api.py
+answers."""
 
 from __future__ import annotations
 
@@ -7,12 +9,11 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Query, Router, Status
 
-from conversations.api import owned_session
 from conversations.models import Session
 from conversations.schemas import ErrorOut
-from conversations.selectors import session_get
+from conversations.selectors import session_get, session_require
 from memory.models import NoteAuthor, NoteScope
-from memory.notes.paths import NOTE_VERSIONS_KEPT, NoteError, NoteMissing, directory_check, scope_of
+from memory.notes.paths import NOTE_VERSIONS_KEPT, NoteMissing, scope_of
 from memory.notes.schemas import (
     NoteChatIn,
     NoteOut,
@@ -29,8 +30,10 @@ from memory.notes.services import note_delete, note_put, note_restore
 
 router = Router(tags=["memory notes"])
 
-ERRORS = {401: ErrorOut, 404: ErrorOut, 422: ErrorOut}
-WRITE_ERRORS = {**ERRORS, 403: ErrorOut, 413: ErrorOut}
+ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
+WRITE_ERRORS = dict.fromkeys((401, 403, 404, 413, 422), ErrorOut)
+# A write the stored notes refuse (the 101st of a scope, a path under another note): 409.
+SAVE_ERRORS = dict.fromkeys((401, 403, 404, 409, 413, 422), ErrorOut)
 
 
 def _source(item: Any) -> dict[str, Any]:
@@ -51,28 +54,18 @@ def note_out(note) -> NoteOut:
 
 
 def _chat(request: HttpRequest, params: NoteChatIn, scope: str | None = None) -> Session | None:
-    """The chat the request names; 404 (HttpError) when it is needed — for anything but a profile
+    """The chat the request names; ChatNotFound (404) when it is needed — for anything but a profile
     note — and it does not exist or is another user's."""
     if scope != NoteScope.PROFILE:
-        return owned_session(request, agent_slug=params.agent, chat_id=params.chat_id)
-    return session_get(user=request.user, agent_slug=params.agent, chat_id=params.chat_id)
+        return session_require(user=request.user, chat=params.chat)
+    return session_get(user=request.user, chat=params.chat)
 
 
-def _refused(exc: NoteError) -> Status:
-    return Status(404 if isinstance(exc, NoteMissing) else 422, ErrorOut(detail=str(exc)))
-
-
-def _scope_problem(scope: str, path: str) -> str | None:
-    try:
-        trimmed = directory_check(path)
-    except NoteError as exc:
-        return str(exc)
-    if scope_of(trimmed) != scope:
-        return (
-            f"{path} is a {scope_of(trimmed)} note's path: profile notes are under /memories/profile/, "
-            "chat notes elsewhere"
-        )
-    return None
+def _in_scope(scope: str, path: str) -> None:
+    """A note of `scope` at `path` (NotePutIn checks it for a write): none when the path is the other
+    scope's."""
+    if scope_of(path) != scope:
+        raise NoteMissing(f"there is no {scope} note {path}: profile notes are under /memories/profile/")
 
 
 @router.get(
@@ -90,20 +83,14 @@ def notes_list(request: HttpRequest, params: Query[NoteChatIn]):
 
 @router.put(
     "/memory/notes",
-    response={200: NoteOut, **WRITE_ERRORS},
+    response={200: NoteOut, **SAVE_ERRORS},
     summary="Create or replace a note",
     description="The path decides nothing alone: `scope` must match it (`profile` for `/memories/profile/…`). "
     "At most 100 notes per scope and 8 KiB per note (422 beyond).",
 )
 def notes_put(request: HttpRequest, payload: NotePutIn):
     session = _chat(request, payload, payload.scope)
-    problem = _scope_problem(payload.scope, payload.path)
-    if problem:
-        return Status(422, ErrorOut(detail=problem))
-    try:
-        note = note_put(user=request.user, session=session, path=payload.path, content=payload.content)
-    except NoteError as exc:
-        return _refused(exc)
+    note = note_put(user=request.user, session=session, path=payload.path, content=payload.content)
     return Status(200, note_out(note))
 
 
@@ -115,13 +102,8 @@ def notes_put(request: HttpRequest, payload: NotePutIn):
 )
 def notes_delete(request: HttpRequest, params: Query[NoteRefIn]):
     session = _chat(request, params, params.scope)
-    problem = _scope_problem(params.scope, params.path)
-    if problem:
-        return Status(422, ErrorOut(detail=problem))
-    try:
-        note_delete(user=request.user, session=session, path=params.path, by=NoteAuthor.USER)
-    except NoteError as exc:
-        return _refused(exc)
+    _in_scope(params.scope, params.path)
+    note_delete(user=request.user, session=session, path=params.path, by=NoteAuthor.USER)
     return Status(204, None)
 
 
@@ -154,15 +136,12 @@ def notes_versions(request: HttpRequest, params: Query[NoteVersionsIn]):
 
 @router.post(
     "/memory/notes/restore",
-    response={200: NoteOut, **WRITE_ERRORS},
+    response={200: NoteOut, **SAVE_ERRORS},
     summary="Restore a version of a note",
     description="Puts back the text the version left (for a deletion, the text it deleted), as the user's "
     "change; a chat note's version needs its chat (`agent`, `chat_id`).",
 )
 def notes_restore(request: HttpRequest, payload: NoteRestoreIn):
     session = _chat(request, payload, NoteScope.PROFILE)  # a chat note's version finds no chat: 404 below
-    try:
-        note = note_restore(user=request.user, session=session, version_id=payload.version_id)
-    except NoteError as exc:
-        return _refused(exc)
+    note = note_restore(user=request.user, session=session, version_id=payload.version_id)
     return Status(200, note_out(note))

@@ -4,14 +4,11 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
-from conversations.content import CHAT_ID_RE
-from conversations.schemas import PlainText
+from conversations.schemas import ChatIn
 
 
-class SearchIn(Schema):
+class SearchIn(ChatIn):
     q: str = Field(..., min_length=1, description="A natural-language query; any non-empty text is accepted.")
-    chat_id: str | None = Field(None, pattern=CHAT_ID_RE.pattern.replace("{1,64}", "{0,64}"))
-    agent: PlainText | None = Field(None, max_length=64)
     limit: int = Field(5, ge=1, le=50)
 
 
@@ -28,11 +25,6 @@ class SearchResultOut(Schema):
 
 class SearchOut(Schema):
     results: list[SearchResultOut]
-
-
-class ChatIn(Schema):
-    chat_id: str | None = Field(None, pattern=CHAT_ID_RE.pattern.replace("{1,64}", "{0,64}"))
-    agent: PlainText | None = Field(None, max_length=64)
 
 
 class SummaryOut(Schema):

@@ -27,6 +27,50 @@ def _semantic_windows_forgotten():
     windows_forget()
 
 
+class FrameCheck:
+    """Frames the server sent that its models (realtime/frames.py) do not allow, with where they went."""
+
+    def __init__(self) -> None:
+        self.bad: list[str] = []
+
+    def check(self, frame: object, where: str) -> None:
+        from pydantic import ValidationError
+
+        from realtime.frames import SERVER_FRAMES
+
+        try:
+            SERVER_FRAMES.validate_python(frame)
+        except ValidationError as error:
+            self.bad.append(f"{where}: {frame!r}\n{error}")
+
+
+@pytest.fixture(autouse=True)
+def frames_checked(monkeypatch) -> Iterator[FrameCheck]:
+    """Every frame this process sends during the suite — pushed to a chat's group (realtime.push) or sent
+    by a consumer (its replays, answers and errors) — validates against the union of server frames; a
+    test that sends another fails. (Frames of the server processes some tests start are theirs.)"""
+    from realtime import push
+    from web.consumers import CanvasConsumer
+
+    frames = FrameCheck()
+    group_send, send_json = push._group_send, CanvasConsumer.send_json
+
+    def checked_group_send(group: str, message: dict) -> None:
+        if message.get("type") == "frame":
+            frames.check(message.get("frame"), f"pushed to {group}")
+        group_send(group, message)
+
+    async def checked_send_json(self, content, close=False):
+        frames.check(content, "sent by the consumer")
+        await send_json(self, content, close)
+
+    monkeypatch.setattr(push, "_group_send", checked_group_send)
+    monkeypatch.setattr(CanvasConsumer, "send_json", checked_send_json)
+    yield frames
+    if frames.bad:
+        pytest.fail("frames that realtime/frames.py does not allow:\n" + "\n".join(frames.bad), pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix):
     """One test database per run (by pid), so concurrent runs on one PostgreSQL never collide."""

@@ -38,6 +38,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # DEBUG is off as in production.
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 
-# The server relays frames the task worker writes to the database (canvas/relay.py); the test process
+# The server relays frames the task worker writes to the database (realtime/relay.py); the test process
 # itself never relays (its consumers' sockets are in this process), the daphne it starts does.
 BUDDY_FRAME_RELAY = "pytest" not in sys.modules

@@ -1,10 +1,15 @@
 """Schemathesis against /api/openapi.json (README, Testing): requests generated from the schema, valid
-and invalid, must never get a 5xx and every answer must match what the schema says — status code,
-content type, body and headers. Bounded and deterministic: a fixed number of examples per operation,
-derandomized (a fixed seed), so each run sends the same requests. It runs in both of CI's suite runs,
+and invalid, must never get a 5xx, every answer must match what the schema says — status code,
+content type, body and headers — and the schema must say what the server checks: a request it allows is
+not refused with a 422 (positive data), one it forbids is refused (negative data), an undocumented method
+is a 405 whose `Allow` lists exactly the documented ones. Bounded and deterministic: a fixed number of
+examples per operation, derandomized (a fixed seed), so each run sends the same requests
+(SCHEMATHESIS_EXAMPLES raises the number for a deeper run by hand). It runs in both of CI's suite runs,
 on SQLite and on PostgreSQL."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import schemathesis
@@ -12,22 +17,34 @@ from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
+    allow_header_conformance,
     content_type_conformance,
+    ignored_auth,
+    missing_required_header,
+    negative_data_rejection,
+    positive_data_acceptance,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 
 from conversations.services import message_append, session_get_or_create
 from conversations.tokens import api_token_create
 
-EXAMPLES_PER_OPERATION = 150
+EXAMPLES_PER_OPERATION = int(os.environ.get("SCHEMATHESIS_EXAMPLES", "150"))
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
     response_headers_conformance,
+    negative_data_rejection,
+    positive_data_acceptance,
+    missing_required_header,
+    unsupported_method,
+    allow_header_conformance,
+    ignored_auth,
 ]
 
 

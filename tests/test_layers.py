@@ -24,15 +24,21 @@ LAYERS: dict[str, int] = {
     "buddy": 4,  # the project: settings, urls, asgi, the NinjaAPI and its exception handlers, auth
     "web": 3,  # transports: the page, the chat WebSocket consumer, routing
     "agent": 2,  # the turn, its request, model clients, cache policy, tools, schedules, tasks, limits
-    "canvas": 1,  # canvas state (a domain: knows conversations only)
+    "canvas": 1,  # canvas state (a domain: knows conversations only; returns what changed, pushes nothing)
     "memory": 1,  # summaries, search, the memory tools (a domain: knows conversations only)
-    "conversations": 0,  # the archive: agents, sessions, messages, the window, content, ModelCall, frames
+    "realtime": 1,  # frame schemas, push, relay, the channel layer, socket signals (knows conversations only)
+    "conversations": 0,  # the archive: agents, sessions, messages, the window, content, ChatRef, errors, ModelCall
     "lib": -1,  # plain Python every floor shares (the tool-input base): no Django, no app
 }
 # Plain packages: they import no Django and no first-party module but their own.
 PLAIN_PACKAGES = {"lib"}
 _ISORT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]["isort"]
 FIRST_PARTY = set(_ISORT["known-first-party"])
+
+# Apps on the domain floor (a peer of every other one there: tested above). For realtime this is the
+# rule that keeps the transport out of the domains: it imports no domain app, so what a domain
+# changed is shown by its caller.
+DOMAIN_APPS = {app for app, layer in LAYERS.items() if layer == 1}
 
 
 @dataclass(frozen=True)
@@ -134,6 +140,29 @@ def test_arrows_point_down_and_no_import_hides_in_a_function():
     assert not problems, "\n".join(map(str, problems))
 
 
+def domain_imports(path: str, source: str) -> list[str]:
+    """The domain apps other than its own that a module imports (at any depth, in functions too)."""
+    app = path.split("/", 1)[0]
+    found = []
+    for node in ast.walk(ast.parse(source, filename=path)):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found += [m for m in _imported_modules(node) if m.split(".", 1)[0] in DOMAIN_APPS - {app}]
+    return found
+
+
+def test_realtime_imports_no_domain_app():
+    assert "realtime" in DOMAIN_APPS and {"canvas", "memory"} <= DOMAIN_APPS
+    imports = {
+        path.relative_to(ROOT).as_posix(): domain_imports(path.relative_to(ROOT).as_posix(), path.read_text())
+        for path in sorted((ROOT / "realtime").rglob("*.py"))
+    }
+    assert {path: found for path, found in imports.items() if found} == {}
+    assert domain_imports("realtime/x.py", "def f():\n    from canvas.limits import MAX_ELEMENTS\n") == [
+        "canvas.limits"
+    ]
+    assert domain_imports("realtime/x.py", "from conversations.models import Session\n") == []
+
+
 # --- the check itself fails on what it must refuse -------------------------------------------------
 
 
@@ -146,6 +175,11 @@ def test_arrows_point_down_and_no_import_hides_in_a_function():
             "conversations imports agent.turn (a higher layer)",
         ),
         ("canvas/x.py", "import memory.search\n", "canvas imports memory.search (a peer app)"),
+        (
+            "realtime/x.py",
+            "from canvas.elements import CanvasChange\n",
+            "realtime imports canvas.elements (a peer app)",
+        ),
         ("memory/x.py", "from web import consumers\n", "memory imports web (a higher layer)"),
         ("agent/x.py", "if True:\n    from buddy.api import api\n", "agent imports buddy.api (a higher layer)"),
         ("lib/x.py", "from conversations import content\n", "lib imports conversations (a higher layer)"),

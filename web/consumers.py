@@ -1,18 +1,19 @@
-"""The WebSocket `/ws/?agent=buddy&chat_id=main` (README, "HTTP API").
+"""The WebSocket `/ws/?agent=buddy&chat_id=main` (README: WebSocket).
 
 The socket is always the connecting user's: the query names one of *their* chats. It joins the chat's
 group (named by user, agent and chat id, so a chat created after the socket opened still reaches it)
 and the user's group (logout closes every socket of the user).
 
 Handshake: an anonymous user is refused (HTTP 403, as is an Origin other than the server's own
-scheme, host and port or a trusted one, by buddy.origins). An invalid `chat_id` or an unknown `agent` in the query
-is accepted only to send one `error` frame (`invalid_chat_id` / `unknown_agent`) and then closed with
-code 4400 / 4404, so a client can tell the user why.
+scheme, host and port or a trusted one, by buddy.origins). The query is read as a ChatRef, the rule
+every transport shares: an invalid `chat_id` or `agent` is accepted only to send one `error` frame
+(`invalid_chat_id` / `invalid_agent`) and then closed with code 4400; an unknown agent likewise with
+`not_found` and 4404 — so a client can tell the user why.
 
-Every frame, both ways, and every error code is listed and built in conversations/events.py; bad
-frames answer an `error` frame and the socket stays open; a socket whose login was revoked answers a
-prompt with logged_out and closes with 4401. This module parses, calls one function of agent.chat (or
-the canvas replay), and answers; it runs no query itself.
+Every frame, both ways, is one model of realtime/frames.py, with every error code; a client frame is
+read by realtime.frames.client_frame_read, bad frames answer an `error` frame and the socket stays
+open; a socket whose login was revoked answers a prompt with logged_out and closes with 4401. This
+module parses, calls one function of agent.chat, and answers; it runs no query itself.
 
 Frames the client must know about beyond the README's list:
 - `canvas_update_card` carries the element's complete fields after the change: replace the element
@@ -34,9 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -48,17 +47,31 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.db import close_old_connections
 
-from agent.chat import LoginNoLongerValid, chat_cancel, chat_confirmation_answer, chat_open, chat_prompt
-from agent.turn import ModelFailed, TurnError
+from agent.chat import LoginNoLongerValid, chat_cancel, chat_confirmation_answer, chat_open, chat_prompt, chat_replay
+from agent.turn import ModelFailed
 from canvas.elements import CanvasCommandError
-from canvas.limits import MAX_FRAME_BYTES
-from canvas.push import chat_group, local_socket_closed, local_socket_opened, user_group
-from canvas.relay import relay_ensure_started
-from canvas.selectors import canvas_replay_frames_of
-from conversations import events
-from conversations.content import CHAT_ID_INVALID, CHAT_ID_RE, agent_or_default, chat_id_or_default
+from conversations.errors import DomainError, InvalidInput
 from conversations.models import Agent
+from conversations.refs import ChatRef
 from conversations.selectors import agent_get
+from conversations.services import UnknownAgent
+from realtime.frames import (
+    AgentOut,
+    AgentSwitchFrame,
+    CancelFrame,
+    ClientFrame,
+    ConfirmationResponseFrame,
+    ErrorCode,
+    ErrorFrame,
+    FrameError,
+    PromptFrame,
+    ReplayFrame,
+    SwitchAgentFrame,
+    client_frame_read,
+)
+from realtime.limits import MAX_FRAME_BYTES
+from realtime.push import chat_group, local_socket_closed, local_socket_opened, user_group
+from realtime.relay import relay_ensure_started
 
 logger = logging.getLogger(__name__)
 
@@ -74,15 +87,6 @@ def _in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     consumer's database call in one shared thread, so a burst of connects queues behind one another;
     these functions are self-contained (one query set or one atomic block each), so any thread will do."""
     return database_sync_to_async(function, thread_sensitive=False)
-
-
-class FrameError(Exception):
-    """Bad input in a client frame; becomes an `error` frame, the socket stays open."""
-
-    def __init__(self, code: str, detail: str) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
 
 
 @functools.cache
@@ -103,7 +107,7 @@ def _socket_turn(**prompt: Any) -> None:
 
 
 _chat_open = _in_db_thread(chat_open)
-_chat_replay = _in_db_thread(canvas_replay_frames_of)
+_chat_replay = _in_db_thread(chat_replay)
 _chat_cancel = _in_db_thread(chat_cancel)
 _chat_confirmation_answer = _in_db_thread(chat_confirmation_answer)
 _agent_get = _in_db_thread(agent_get)
@@ -112,47 +116,6 @@ _agent_get = _in_db_thread(agent_get)
 # the database (each trip to a database thread costs more than its queries on a busy server). Only a
 # hint: the trip checks it, and a wrong one costs a second read.
 _agent_id_hints: dict[str, int] = {}
-
-
-# A lone surrogate is not Unicode text: a JSON escape such as "\\ud800", or invalid UTF-8 that the
-# transport passed on as surrogate escapes (buddy.daphne_server). Neither can be stored or encoded.
-_SURROGATE_RE = re.compile("[\ud800-\udfff]")
-
-
-def _check_text(value: str) -> None:
-    if _SURROGATE_RE.search(value):
-        raise FrameError("invalid_unicode", "the frame holds text that is not valid Unicode (a lone surrogate)")
-    if "\x00" in value:
-        raise FrameError("nul_character", "the frame holds a NUL character, which text may not contain")
-
-
-def _check_content(content: Any) -> None:
-    """Every string (keys too) is valid Unicode without NUL; nesting stays within BUDDY_WS_MAX_DEPTH.
-    Iterative, so no frame can exhaust the stack."""
-    max_depth = settings.BUDDY_WS_MAX_DEPTH
-    pending: list[tuple[Any, int]] = [(content, 1)]
-    while pending:
-        value, depth = pending.pop()
-        if isinstance(value, str):
-            _check_text(value)
-        elif isinstance(value, dict | list):
-            if depth > max_depth:
-                raise FrameError("too_deep", f"a frame nests arrays and objects at most {max_depth} deep")
-            if isinstance(value, dict):
-                for key, item in value.items():
-                    _check_text(key)
-                    pending.append((item, depth + 1))
-            else:
-                pending.extend((item, depth + 1) for item in value)
-
-
-def _string_field(content: dict[str, Any], name: str, *, required: bool = True) -> str:
-    value = content.get(name)
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str):
-        raise FrameError("invalid_field", f"`{name}` must be a string")
-    return value
 
 
 class CanvasConsumer(AsyncJsonWebsocketConsumer):
@@ -164,7 +127,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     chat_id: str
     chat_group_name: str = ""
     opened = False  # connect() went through: the socket follows a chat
-    counted = False  # counted among this process's sockets (canvas/push.py)
+    counted = False  # counted among this process's sockets (realtime/push.py)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -186,36 +149,35 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         self.counted = True
         relay_ensure_started()
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
-        chat_id = chat_id_or_default(query.get("chat_id", [""])[-1])
-        agent_slug = agent_or_default(query.get("agent", [""])[-1])
         await self.accept()
-        if not CHAT_ID_RE.match(chat_id):
-            await self.send_error("invalid_chat_id", CHAT_ID_INVALID)
+        try:
+            chat = ChatRef.of(agent=query.get("agent", [""])[-1], chat_id=query.get("chat_id", [""])[-1])
+        except InvalidInput as error:
+            await self.send_error(error.code, error.detail)
             await self.close(code=CLOSE_INVALID_QUERY)
             return
-        self.chat_id = chat_id
+        self.chat_id = chat.chat_id
         await self._join(user_group(user.pk))
         # The chat's group is joined before its state is read, so no change between the read and the
         # join is missed; a frame already included in the replay comes after it, with a version the
         # client already has.
-        if "\x00" in agent_slug:  # no agent has one, and PostgreSQL cannot even compare it
-            await self.send_error("unknown_agent", "there is no agent with a NUL character in its name")
-            await self.close(code=CLOSE_UNKNOWN_AGENT)
-            return
-        hint = _agent_id_hints.get(agent_slug)
+        hint = _agent_id_hints.get(chat.agent)
         if hint is not None:
             await self._join_chat_group(hint)
-        agent, frames = await _chat_open(agent_slug=agent_slug, user_id=user.pk, chat_id=chat_id)
+        agent, frames = await _chat_open(user_id=user.pk, chat=chat)
         if agent is None:
-            _agent_id_hints.pop(agent_slug, None)
-            await self.send_error("unknown_agent", f"there is no agent {agent_slug[:64]!r}")
+            _agent_id_hints.pop(chat.agent, None)
+            unknown = UnknownAgent(chat.agent)
+            await self.send_error(unknown.code, unknown.detail)
             await self.close(code=CLOSE_UNKNOWN_AGENT)
             return
         self.agent = agent
         if agent.pk != hint:
-            _agent_id_hints[agent_slug] = agent.pk
+            _agent_id_hints[chat.agent] = agent.pk
             await self._join_chat_group(agent.pk)
-            frames = await _chat_replay(user_id=user.pk, agent_id=agent.pk, chat_id=chat_id)  # again, after the join
+            frames = await _chat_replay(
+                user_id=user.pk, agent_id=agent.pk, chat_id=chat.chat_id
+            )  # again, after the join
         self.opened = True
         await self._send_all(frames)
 
@@ -242,66 +204,47 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     async def send_replay(self) -> None:
         await self._send_all(await _chat_replay(user_id=self.user.pk, agent_id=self.agent.pk, chat_id=self.chat_id))
 
-    async def _send_all(self, frames: list[dict[str, Any]]) -> None:
-        for frame in frames:
-            await self.send_json(frame)
+    async def send_frame(self, frame: Any) -> None:
+        """Send one frame model of realtime.frames (the only kind this consumer builds)."""
+        await self.send_json(frame.dump())
 
-    async def send_error(self, code: str, detail: str) -> None:
-        await self.send_json(events.error(code, detail))
+    async def _send_all(self, frames: list[Any]) -> None:
+        for frame in frames:
+            await self.send_frame(frame)
+
+    async def send_error(self, code: ErrorCode, detail: str) -> None:
+        await self.send_frame(ErrorFrame(code=code, detail=detail))
 
     # --- client → server ------------------------------------------------------------------------
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
-        """Parse one frame. Overridden so that bad input answers an error frame instead of raising,
+        """Read one frame. Overridden so that bad input answers an error frame instead of raising,
         which would close the socket (channels #2219)."""
         if not self.opened:
             return  # refused in connect() and closing: nothing to answer
         try:
-            content = self._parse(text_data, bytes_data)
-            if content["type"] == "replay":
+            frame = client_frame_read(
+                text_data, bytes_data, max_bytes=MAX_FRAME_BYTES, max_depth=settings.BUDDY_WS_MAX_DEPTH
+            )
+            if isinstance(frame, ReplayFrame):
                 self.request_replay()
                 return
             # Answers keep the order of the requests: what follows a replay comes after it.
             await self.replays_answered.wait()
-            handler_name = self.frame_handlers.get(content["type"])
-            if handler_name is None:
-                raise FrameError(
-                    "unknown_type",
-                    f"unknown frame type {content['type'][:64]!r}; known: {', '.join(self.frame_handlers)}",
-                )
-            await getattr(self, handler_name)(content)
-        except FrameError as error:
+            await getattr(self, self.frame_handlers[type(frame)])(frame)
+        except (FrameError, DomainError) as error:
+            await self.replays_answered.wait()
             await self.send_error(error.code, error.detail)
+        except CanvasCommandError as error:
+            await self.send_error(error.code, str(error))
 
-    @staticmethod
-    def _parse(text_data: str | None, bytes_data: bytes | None) -> dict[str, Any]:
-        if text_data is None:
-            raise FrameError("binary_frame", "frames must be JSON text, not binary")
-        # surrogatepass: a lone surrogate is counted here and refused by _check_content.
-        if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
-            raise FrameError("frame_too_large", f"a frame is at most {MAX_FRAME_BYTES} bytes")
-        try:
-            content = json.loads(text_data)
-        except RecursionError:
-            depth = settings.BUDDY_WS_MAX_DEPTH
-            raise FrameError("too_deep", f"a frame nests arrays and objects at most {depth} deep") from None
-        except ValueError:
-            raise FrameError("invalid_json", "the frame is not valid JSON") from None
-        _check_content(content)
-        if not isinstance(content, dict) or not isinstance(content.get("type"), str):
-            raise FrameError("invalid_frame", 'a frame is a JSON object with a string "type"')
-        return content
+    async def on_prompt(self, frame: PromptFrame) -> None:
+        await self.start_turn(frame.text)
 
-    async def on_prompt(self, content: dict[str, Any]) -> None:
-        text = _string_field(content, "text")
-        if not text.strip():
-            raise FrameError("invalid_field", "`text` must not be empty")
-        await self.start_turn(text)
-
-    async def on_cancel(self, content: dict[str, Any]) -> None:
+    async def on_cancel(self, frame: CancelFrame) -> None:
         await self.cancel_turn()
 
-    def request_replay(self) -> None:
+    def request_replay(self, frame: ReplayFrame | None = None) -> None:
         """Replay the canvas, coalescing: a client that asks again and again without reading gets
         one replay now and one for all the requests made in the next BUDDY_WS_REPLAY_INTERVAL
         seconds, never one per request (each may be 800 KB the server would have to buffer)."""
@@ -322,40 +265,33 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             self.replay_task = None
             self.replays_answered.set()
 
-    async def on_switch_agent(self, content: dict[str, Any]) -> None:
-        slug = agent_or_default(_string_field(content, "agent", required=False))
+    async def on_switch_agent(self, frame: SwitchAgentFrame) -> None:
+        slug = ChatRef.of(agent=frame.agent, chat_id=self.chat_id).agent
         agent = await _agent_get(slug=slug)
         if agent is None:
-            raise FrameError("unknown_agent", f"there is no agent {slug[:64]!r}")
+            raise UnknownAgent(slug)
         self.agent = agent
         await self._join_chat_group(agent.pk)
-        await self.send_json(events.agent_switch(slug=agent.slug, name=agent.name, avatar=agent.avatar))
+        await self.send_frame(AgentSwitchFrame(agent=AgentOut(id=agent.slug, name=agent.name, avatar=agent.avatar)))
         await self.send_replay()
 
-    async def on_confirmation_response(self, content: dict[str, Any]) -> None:
-        element_id = _string_field(content, "id")
-        confirmed = content.get("confirmed")
-        if not isinstance(confirmed, bool):
-            raise FrameError("invalid_field", "`confirmed` must be true or false")
-        try:
-            answer = await _chat_confirmation_answer(
-                user_id=self.user.pk,
-                agent_id=self.agent.pk,
-                chat_id=self.chat_id,
-                element_id=element_id,
-                confirmed=confirmed,
-            )
-        except CanvasCommandError as error:
-            raise FrameError(error.code, str(error)) from None
+    async def on_confirmation_response(self, frame: ConfirmationResponseFrame) -> None:
+        answer = await _chat_confirmation_answer(
+            user_id=self.user.pk,
+            agent_id=self.agent.pk,
+            chat_id=self.chat_id,
+            element_id=frame.id,
+            confirmed=frame.confirmed,
+        )
         await self.start_turn(answer, kind="confirmation")
 
-    # Frame type → method name (names, so a subclass may override a handler).
-    frame_handlers = {
-        "prompt": "on_prompt",
-        "cancel": "on_cancel",
-        "replay": "request_replay",  # handled in receive(), before this table
-        "switch_agent": "on_switch_agent",
-        "confirmation_response": "on_confirmation_response",
+    # Frame model → method name (names, so a subclass may override a handler).
+    frame_handlers: dict[type[ClientFrame], str] = {
+        PromptFrame: "on_prompt",
+        CancelFrame: "on_cancel",
+        ReplayFrame: "request_replay",  # handled in receive(), before this table
+        SwitchAgentFrame: "on_switch_agent",
+        ConfirmationResponseFrame: "on_confirmation_response",
     }
 
     # --- turns ------------------------------------------------------------------------------------
@@ -375,18 +311,17 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             await sync_to_async(_socket_turn, thread_sensitive=False, executor=turn_executor())(
                 user=self.user,
                 django_session=self.scope.get("session"),
-                agent_slug=self.agent.slug,
-                chat_id=self.chat_id,
+                chat=ChatRef(agent=self.agent.slug, chat_id=self.chat_id),
                 text=text,
                 kind=kind,
             )
         except ModelFailed:
             pass  # the turn already told every socket of the chat
         except LoginNoLongerValid as error:
-            await self.send_error(error.code, str(error))
+            await self.send_error(error.code, error.detail)
             await self.close(code=CLOSE_LOGGED_OUT)
-        except TurnError as error:
-            await self.send_error(error.code, str(error))
+        except DomainError as error:
+            await self.send_error(error.code, error.detail)
         except Exception:
             logger.exception("turn over the WebSocket failed")
             await self.send_error("internal_error", "the turn failed unexpectedly; what was archived stays")

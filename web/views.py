@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from conversations.content import DEFAULT_AGENT, DEFAULT_CHAT_ID
+from conversations.refs import DEFAULT_AGENT, DEFAULT_CHAT_ID
 from conversations.selectors import agent_get
 
 

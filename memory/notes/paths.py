@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 from conversations.content import text_problem
+from conversations.errors import Conflict, InvalidInput, NotFound
 from memory.models import NoteScope
 
 ROOT = "/memories"
@@ -22,15 +23,19 @@ DELETED_NOTES_KEPT = 100
 PATH_RE = re.compile(r"^[A-Za-z0-9_ ./-]+$")
 
 
-class NoteError(ValueError):
+class NoteError(InvalidInput):
     """A note command or write that is refused; the message says why, for the model or the user."""
 
 
-class NoteMissing(NoteError):
+class NoteMissing(NotFound, NoteError):
     """No such note or version (of this user and chat)."""
 
 
-class NoteConflict(NoteError):
+class NoteConflict(Conflict, NoteError):
+    """A write the notes as they are refuse: the scope is full, the path is (or is under) another note."""
+
+
+class NoteChanged(NoteConflict):
     """A change was made against a note's text that is no longer the note's text."""
 
 

@@ -16,7 +16,7 @@ from django.db import transaction
 
 from conversations.models import Message, Session
 from memory.models import NoteAuthor, NoteProposal, NoteScope
-from memory.notes.paths import NOTE_MAX_BYTES, NoteConflict, NoteError, scope_of
+from memory.notes.paths import NOTE_MAX_BYTES, NoteChanged, NoteError, scope_of
 from memory.notes.services import NoteChange, note_changes_apply
 
 # The canvas reserves ids with this prefix for the server's questions (canvas.limits).
@@ -170,7 +170,7 @@ def note_proposal_answer(*, session: Session, element_id: str, confirmed: bool) 
                 source=proposal.source_message,
             )
             proposal.status, proposal.outcome = NoteProposal.Status.APPLIED, "Done, exactly as shown."
-        except NoteConflict as exc:
+        except NoteChanged as exc:
             proposal.status = NoteProposal.Status.FAILED
             proposal.outcome = f"Not done: the notes changed after this question was asked ({exc}). Nothing changed."
         except NoteError as exc:

@@ -1,24 +1,54 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from ninja import Field, Schema
+from pydantic import AfterValidator, ConfigDict, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
-from conversations.schemas import PlainText
-from memory.notes.paths import NOTE_MAX_BYTES, NOTE_VERSIONS_KEPT, PATH_MAX_CHARS
+from conversations.schemas import NO_NUL_PATTERN, ChatIn
+from memory.notes.paths import (
+    NOTE_MAX_BYTES,
+    NOTE_VERSIONS_KEPT,
+    PATH_MAX_CHARS,
+    note_path_check,
+    note_text_check,
+    scope_of,
+)
+from memory.notes.patterns import CHAT_NOTE_PATH_PATTERN, NOTE_PATH_PATTERN, PROFILE_NOTE_PATH_PATTERN
 
 Scope = Literal["chat", "profile"]
 
+# The rules of memory.notes.paths, said in the OpenAPI schema too.
+NotePathParam = Annotated[
+    str,
+    AfterValidator(note_path_check),
+    Field(
+        max_length=PATH_MAX_CHARS,
+        description="A note's path: `/memories/…` (a profile note: `/memories/profile/…`), parts of A-Z a-z "
+        "0-9 _ . - and spaces, none empty, `.` or `..`, none starting or ending with a space.",
+        json_schema_extra={"pattern": NOTE_PATH_PATTERN},
+    ),
+]
+NoteTextParam = Annotated[
+    str,
+    AfterValidator(note_text_check),
+    Field(
+        max_length=NOTE_MAX_BYTES,
+        description=f"The note's text, at most {NOTE_MAX_BYTES:,} bytes as UTF-8.",
+        json_schema_extra={"pattern": NO_NUL_PATTERN},
+    ),
+]
 
-class NoteChatIn(Schema):
-    agent: PlainText | None = Field(None, max_length=64, description="An agent's slug; default `buddy`.")
-    chat_id: PlainText | None = Field(None, max_length=64, description="The chat; default `main`.")
+
+class NoteChatIn(ChatIn):
+    """The chat of a chat note (a profile note needs none)."""
 
 
 class NoteRefIn(NoteChatIn):
     scope: Scope
-    path: PlainText = Field(..., max_length=PATH_MAX_CHARS, description="A path under `/memories/`.")
+    path: NotePathParam
 
 
 class NoteVersionsIn(NoteRefIn):
@@ -31,7 +61,30 @@ class NoteVersionsIn(NoteRefIn):
 
 
 class NotePutIn(NoteRefIn):
-    content: PlainText = Field(..., description=f"The note's text, at most {NOTE_MAX_BYTES:,} bytes as UTF-8.")
+    """`scope` and `path` agree: a profile note's path is under /memories/profile/, a chat note's is not."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"properties": {"scope": {"const": scope}, "path": {"pattern": pattern}}}
+                for scope, pattern in (("chat", CHAT_NOTE_PATH_PATTERN), ("profile", PROFILE_NOTE_PATH_PATTERN))
+            ]
+        }
+    )
+
+    content: NoteTextParam
+
+    @field_validator("path")
+    @classmethod
+    def _in_its_scope(cls, path: str, info: ValidationInfo) -> str:
+        scope = info.data.get("scope")
+        if scope is not None and scope_of(path) != scope:
+            raise PydanticCustomError(
+                "path_scope",
+                "{path} is a {other} note's path: profile notes are under /memories/profile/, chat notes elsewhere",
+                {"path": path, "other": scope_of(path)},
+            )
+        return path
 
 
 class NoteRestoreIn(NoteChatIn):

@@ -18,6 +18,7 @@ from memory.notes.paths import (
     DELETED_NOTES_KEPT,
     NOTE_VERSIONS_KEPT,
     NOTES_PER_SCOPE,
+    NoteChanged,
     NoteConflict,
     NoteError,
     NoteMissing,
@@ -146,20 +147,20 @@ def note_put(
         before = note.content
     else:
         if notes.count() >= NOTES_PER_SCOPE:
-            raise NoteError(
+            raise NoteConflict(
                 f"there are already {NOTES_PER_SCOPE} {scope} notes, the most there may be; "
                 "change or delete one instead"
             )
         clash = _directory_conflict(notes, path)
         if clash:
-            raise NoteError(clash)
+            raise NoteConflict(clash)
         note, before = Note(user=user, session=owner_session, scope=scope, path=path), None
     note.content, note.updated_at, note.updated_by, note.source_message = content, timezone.now(), by, source
     try:
         with transaction.atomic():
             note.save()
     except IntegrityError:  # another request made the same path meanwhile
-        raise NoteError(f"{path} changed at the same moment; try again") from None
+        raise NoteConflict(f"{path} changed at the same moment; try again") from None
     _version(note, before=before, after=content, by=by, source=source)
     return note
 
@@ -196,7 +197,7 @@ def note_changes_apply(
     source: Message | None = None,
 ) -> None:
     """Apply every change, or none: each note must still hold the text its change was made against
-    (NoteConflict names the first that does not); then each becomes exactly its `result`. Raises
+    (NoteChanged names the first that does not); then each becomes exactly its `result`. Raises
     NoteError for a change that cannot be made (the cap of a scope, a path that is a directory)."""
     changes = list(changes)
     for change in changes:
@@ -205,7 +206,7 @@ def note_changes_apply(
         locked = notes_of(user=user, session=owner_session, scope=scope).select_for_update().filter(path=change.path)
         current = locked.values_list("content", flat=True).first()
         if current != change.expected:
-            raise NoteConflict(_conflict(change.path, expected=change.expected, current=current))
+            raise NoteChanged(_conflict(change.path, expected=change.expected, current=current))
     for change in changes:
         if change.result is None:
             note_delete(user=user, session=session, path=change.path, by=by, source=source)

@@ -1,5 +1,5 @@
 // The page: wires the socket, the conversation log, the canvas and the controls together.
-// Frames and endpoints as the README's "HTTP API" says (conversations/events.py lists every frame).
+// Frames and endpoints as the README's "HTTP API" says (realtime/frames.py models every frame).
 
 import { isCompact, renderCanvas } from "./canvas.js";
 import {
@@ -75,8 +75,8 @@ const ERROR_TITLES = {
   rate_limited: "Too many requests",
   turn_running: "A reply is still being written",
   too_large: "That message is too long",
-  invalid: "The server did not understand that",
-  unknown_agent: "That agent does not exist",
+  invalid_field: "The server did not understand that",
+  not_found: "That agent or chat does not exist",
 };
 
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
@@ -920,7 +920,7 @@ class BuddyApp {
     const detailText = asText(detail);
     if (this.awaitingSwitch) {
       this.awaitingSwitch = false;
-      if (errorCode === "unknown_agent" && this.agentBeforeSwitch) {
+      if (errorCode === "not_found" && this.agentBeforeSwitch) {
         // The server kept the socket on the previous agent: show that conversation again.
         this.agent = this.agentBeforeSwitch;
         this.dom.agentSelect.value = this.agent.id;
@@ -1003,8 +1003,8 @@ class BuddyApp {
       return;
     }
     if (status === 401 || status === 502) return; // the login page, or the socket's model_failed frame
-    const codes = { 409: "turn_running", 413: "too_large", 422: "invalid", 404: "unknown_agent", 429: "rate_limited" };
-    this.onError({ code: codes[status] ?? "error", detail: asText(data?.detail) || `The server answered ${status}.` });
+    // Every error body says its code (README: HTTP API), as an error frame would.
+    this.onError({ code: asText(data?.code) || "error", detail: asText(data?.detail) || `The server answered ${status}.` });
   }
 
   restorePendingPrompt() {

@@ -20,6 +20,7 @@ from agent.schedules import ScheduleError, schedule_claim_due, schedule_create
 from agent.tasks import scheduled_run_execute, schedules_run_due
 from canvas.models import CanvasState
 from conversations.models import Message, Session
+from conversations.refs import ChatRef
 from conversations.services import message_append, session_get_or_create
 from devtools.servers import ROOT
 
@@ -41,11 +42,11 @@ def test_a_due_schedule_runs_once_with_nobody_connected_and_its_card_is_there(us
     assert schedule.next_run_at is None and not schedule.enabled
     assert ScheduledRun.objects.get().status == "done"
 
-    from canvas.selectors import canvas_replay_frames
+    from canvas.selectors import canvas_replay
 
-    frames = canvas_replay_frames(session=session)
-    assert frames[0]["params"] == {"mode": "clear"}
-    assert frames[1]["command"] == "canvas_add_card" and frames[1]["params"]["title"] == "Good morning"
+    replay = canvas_replay(session=session)
+    assert replay[0].params == {"mode": "clear"}
+    assert replay[1].command == "canvas_add_card" and replay[1].params["title"] == "Good morning"
 
 
 @pytest.mark.django_db
@@ -73,7 +74,9 @@ def test_missed_times_run_once_after_a_restart_not_once_per_slot(user, settings)
 def test_two_workers_never_run_the_same_due_time_twice(user, settings):
     settings.BUDDY_LLM = "offline"
     for i in range(5):
-        schedule_create(user=user, text=f"job {i}", chat_id=f"c{i}", at=timezone.now() - timedelta(seconds=5))
+        schedule_create(
+            user=user, text=f"job {i}", chat=ChatRef(chat_id=f"c{i}"), at=timezone.now() - timedelta(seconds=5)
+        )
     claimed: list[int] = []
     barrier = threading.Barrier(4)
 

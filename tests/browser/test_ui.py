@@ -822,7 +822,7 @@ def test_a_refused_agent_switch_goes_back_to_the_previous_agent(scout_agent, fak
     page.wait_for_function("() => document.querySelectorAll('#agent option').length === 2")
     page.get_by_label("Agent").select_option("scout")
     fake_ws.wait_for_frame("switch_agent")
-    fake_ws.send({"type": "error", "code": "unknown_agent", "detail": "there is no agent 'scout'"})
+    fake_ws.send({"type": "error", "code": "not_found", "detail": "No agent 'scout'."})
     assert fake_ws.wait_for_frame("replay") == {"type": "replay"}  # to show the previous canvas again
     assert page.get_by_label("Agent").input_value() == "buddy"
     assert page.title().startswith("Buddy")

@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from canvas.selectors import canvas_replay_frames, canvas_snapshot_text, canvas_state
+from agent.canvas import canvas_replay_frames
+from canvas.elements import CanvasChange
+from canvas.selectors import canvas_replay, canvas_snapshot_text, canvas_state
 from canvas.services import canvas_apply, confirmation_answer
 from conversations.models import Session
 from tests.canvas.examples import ADD_EXAMPLES, CanvasMirror
@@ -14,10 +16,13 @@ def apply(session, command, **params):
     return canvas_apply(session=session, command=command, params=params)
 
 
+def replay_frames(session) -> list[dict]:
+    """The replay as the frames a client gets (agent.canvas builds them from canvas_replay)."""
+    return [frame.dump() for frame in canvas_replay_frames(session=session)]
+
+
 def test_an_unknown_chat_replays_as_an_empty_canvas_and_is_not_created(user):
-    assert canvas_replay_frames(session=None) == [
-        {"type": "canvas_command", "command": "canvas_set_mode", "params": {"mode": "clear"}, "version": 0}
-    ]
+    assert canvas_replay(session=None) == [CanvasChange(command="canvas_set_mode", params={"mode": "clear"}, version=0)]
     assert canvas_state(session=None)["elements"] == []
     assert canvas_snapshot_text(session=None) == ""
     assert not Session.objects.exists()
@@ -28,7 +33,7 @@ def test_replay_is_clear_then_every_element_in_order_then_the_theme(session):
         apply(session, command, **params)
     apply(session, "canvas_set_theme", theme="dark")
     confirmation_answer(session=session, element_id="go", confirmed=True)
-    frames = canvas_replay_frames(session=session)
+    frames = replay_frames(session)
     version = canvas_state(session=session)["version"]
     assert all(frame["version"] == version for frame in frames)
     assert frames[0]["command"] == "canvas_set_mode" and frames[0]["params"] == {"mode": "clear"}
@@ -47,7 +52,7 @@ def test_replay_is_clear_then_every_element_in_order_then_the_theme(session):
 
 def test_replay_without_a_theme_has_no_theme_frame(session):
     apply(session, "canvas_add_card", id="a", title="A")
-    frames = canvas_replay_frames(session=session)
+    frames = replay_frames(session)
     assert [frame["command"] for frame in frames] == ["canvas_set_mode", "canvas_add_card"]
 
 

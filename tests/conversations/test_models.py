@@ -6,7 +6,8 @@ from django.db import IntegrityError, connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from conversations.content import estimate_tokens
-from conversations.models import Message, ModelCall, Session
+from conversations.models import Agent, Message, ModelCall, Session
+from conversations.refs import InvalidChatId
 from conversations.services import message_append, session_get_or_create
 from memory.apps import _search_triggers_ensure
 
@@ -33,8 +34,10 @@ def test_empty_chat_id_is_refused_by_the_database(user, agent):
 
 @pytest.mark.parametrize("chat_id", ["has space", "x" * 65, "slash/no", "ümlaut"])
 def test_chat_id_outside_the_contract_alphabet_is_invalid(user, chat_id):
-    with pytest.raises(ValidationError):
+    with pytest.raises(InvalidChatId):
         session_get_or_create(user=user, agent_slug="buddy", chat_id=chat_id)
+    with pytest.raises(ValidationError):  # the model holds the same rule
+        Session(user=user, agent=Agent.objects.get(slug="buddy"), chat_id=chat_id).full_clean()
 
 
 def test_message_role_is_checked_by_the_database(session):

@@ -87,11 +87,16 @@ def test_a_lone_surrogate_is_a_422(api, session):
     assert not Note.objects.exists()
 
 
-def test_the_101st_note_is_a_422(api, session, user):
-    for number in range(100):
+def test_a_write_the_stored_notes_refuse_is_a_409_conflict(api, session, user):
+    """The request is well formed (the schema allows it): what is stored refuses it."""
+    note_put(user=user, session=session, path="/memories/n0.md", content="x")
+    response = put(api, scope="chat", path="/memories/n0.md/under.md", content="x")
+    assert response.status_code == 409 and "/memories/n0.md is a note" in response.json()["detail"]
+    for number in range(1, 100):
         note_put(user=user, session=session, path=f"/memories/n{number}.md", content="x")
     response = put(api, scope="chat", path="/memories/more.md", content="x")
-    assert response.status_code == 422 and "already 100 chat notes" in response.json()["detail"]
+    assert response.status_code == 409 and "already 100 chat notes" in response.json()["detail"]
+    assert response.json()["code"] == "conflict"
 
 
 def test_another_users_notes_and_versions_are_out_of_reach(api, session, other_user):

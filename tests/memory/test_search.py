@@ -720,7 +720,7 @@ def test_endpoint_unknown_chat_is_404_and_creates_nothing(client, session):
     response = client.get("/memory/search", {"q": "x", "chat_id": "nope"})
 
     assert response.status_code == 404
-    assert response.json() == {"detail": "No such chat."}
+    assert response.json() == {"code": "not_found", "detail": "No such chat."}
     assert not session.user.buddy_sessions.filter(chat_id="nope").exists()
 
 

@@ -9,17 +9,18 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 from django.test import Client
 
+from agent import canvas as agent_canvas
+from agent.canvas import canvas_command_run, canvas_confirmation_answer
 from buddy.asgi import application
-from canvas import services
-from canvas.limits import MAX_FRAME_BYTES
 from canvas.selectors import canvas_state
-from canvas.services import canvas_apply, confirmation_answer
 from conversations.models import Message, Session
 from conversations.services import session_get_or_create
+from realtime.limits import MAX_FRAME_BYTES
 from tests.canvas.examples import ADD_EXAMPLES, CanvasMirror
 from web.consumers import CanvasConsumer
 
@@ -83,7 +84,7 @@ async def replay_into(socket: WebsocketCommunicator, mirror: CanvasMirror | None
 
 
 apply = database_sync_to_async(
-    lambda session, command, **params: canvas_apply(session=session, command=command, params=params)
+    lambda session, command, **params: canvas_command_run(session=session, command=command, params=params)
 )
 
 
@@ -160,8 +161,9 @@ async def test_behind_a_tls_proxy_the_own_origin_is_https(user, settings):
     [
         ("?chat_id=no%20spaces", "invalid_chat_id", 4400),
         ("?chat_id=" + "x" * 65, "invalid_chat_id", 4400),
-        ("?agent=nobody", "unknown_agent", 4404),
-        ("?agent=x%00y", "unknown_agent", 4404),
+        ("?agent=nobody", "not_found", 4404),
+        ("?agent=x%00y", "invalid_agent", 4400),
+        ("?agent=no%20spaces", "invalid_agent", 4400),
         ("?chat_id=x%00y", "invalid_chat_id", 4400),
     ],
 )
@@ -200,7 +202,9 @@ async def test_replay_equals_the_stored_state_after_every_kind_of_command(sessio
         assert mirror.version == 0
         for command, params in commands:
             if command == "confirm":
-                await database_sync_to_async(confirmation_answer)(session=session, element_id="go", confirmed=True)
+                await database_sync_to_async(canvas_confirmation_answer)(
+                    session=session, element_id="go", confirmed=True
+                )
             else:
                 await apply(session, command, **params)
             frame = await live.receive_json_from(timeout=10)
@@ -235,7 +239,7 @@ async def test_a_missed_frame_shows_as_a_version_gap_and_replay_recovers(session
         await apply(session, "canvas_add_card", id="a", title="A")
         mirror.apply(await socket.receive_json_from(timeout=10))
         # The channel layer drops one message (channels-redis does past its capacity).
-        monkeypatch.setattr(services, "push_frame_on_commit", lambda session, frame: None)
+        monkeypatch.setattr(agent_canvas, "push_frame_on_commit", lambda session, frame: None)
         await apply(session, "canvas_add_card", id="lost", title="never pushed")
         monkeypatch.undo()
         await apply(session, "canvas_add_card", id="c", title="C")
@@ -299,7 +303,11 @@ async def test_switch_agent_answers_the_agent_and_its_canvas_and_follows_it(sess
         # An unknown agent is an error; the socket stays on the helper.
         await socket.send_json_to({"type": "switch_agent", "agent": "nobody"})
         frames = await frames_until_probe(socket)
-        assert frames == [{"type": "error", "code": "unknown_agent", "detail": "there is no agent 'nobody'"}]
+        assert frames == [{"type": "error", "code": "not_found", "detail": "No agent 'nobody'."}]
+        # An agent no slug can be is invalid, as over HTTP.
+        await socket.send_json_to({"type": "switch_agent", "agent": "no body"})
+        frames = await frames_until_probe(socket)
+        assert [(frame["type"], frame["code"]) for frame in frames] == [("error", "invalid_agent")]
         # An empty agent means the default one.
         await socket.send_json_to({"type": "switch_agent", "agent": ""})
         frames = await frames_until_probe(socket)
@@ -333,7 +341,8 @@ def turns(monkeypatch) -> list[str]:
 
     async def start_turn(self, text: str, kind: str = "typed") -> None:
         started.append(text)
-        await self.send_json({"type": "test_turn_started", "text": text, "kind": kind})
+        # The test's own frame, not one of the server's: sent past the check of server frames (conftest).
+        await AsyncJsonWebsocketConsumer.send_json(self, {"type": "test_turn_started", "text": text, "kind": kind})
 
     monkeypatch.setattr(CanvasConsumer, "start_turn", start_turn)
     return started
@@ -405,7 +414,7 @@ BAD_FRAMES = [
     ("text", '{"type": "confirmation_response", "id": "go"}', "invalid_field"),
     ("text", '{"type": "confirmation_response", "id": "go", "confirmed": "yes"}', "invalid_field"),
     ("text", '{"type": "confirmation_response", "confirmed": true}', "invalid_field"),
-    ("text", '{"type": "confirmation_response", "id": "bad id", "confirmed": true}', "invalid_input"),
+    ("text", '{"type": "confirmation_response", "id": "bad id", "confirmed": true}', "invalid_field"),
     ("text", '{"type": "confirmation_response", "id": "nope", "confirmed": true}', "unknown_element"),
     ("text", _padded_replay_frame(MAX_FRAME_BYTES + 1), "frame_too_large"),
     ("text", '{"type": "prompt", "text": "' + "é" * (MAX_FRAME_BYTES // 2) + '"}', "frame_too_large"),

@@ -220,9 +220,9 @@ async def test_a_deactivated_users_running_turn_stops(user, agent, fake_anthropi
 
 
 async def test_a_socket_whose_login_was_revoked_runs_no_turn_even_if_the_close_was_lost(user, agent, monkeypatch):
-    import canvas.signals
+    import realtime.signals
 
-    monkeypatch.setattr(canvas.signals, "user_sockets_close", lambda user_id: None)  # the layer lost it
+    monkeypatch.setattr(realtime.signals, "user_sockets_close", lambda user_id: None)  # the layer lost it
     cookie = await login_cookie(user)
     async with opened(cookie) as tab:
         await tab.receive_json_from(timeout=10)

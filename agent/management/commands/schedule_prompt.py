@@ -7,7 +7,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from agent.schedules import ScheduleError, parse_at, schedule_create
-from conversations.content import DEFAULT_AGENT, DEFAULT_CHAT_ID
+from conversations.errors import InvalidInput
+from conversations.refs import DEFAULT_AGENT, DEFAULT_CHAT_ID, ChatRef
 
 
 class Command(BaseCommand):
@@ -28,11 +29,14 @@ class Command(BaseCommand):
         if at is None and every is None:
             raise CommandError("Give --at, --every, or both.")
         try:
+            chat = ChatRef.of(agent=agent, chat_id=chat_id)
+        except InvalidInput as exc:
+            raise CommandError(str(exc)) from None
+        try:
             schedule = schedule_create(
                 user=owner,
                 text=text,
-                agent_slug=agent,
-                chat_id=chat_id,
+                chat=chat,
                 at=parse_at(at) if at else None,
                 every_seconds=every,
             )

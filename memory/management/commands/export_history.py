@@ -3,8 +3,9 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations.content import DEFAULT_AGENT, DEFAULT_CHAT_ID
+from conversations.errors import InvalidInput
 from conversations.history_io import history_export
+from conversations.refs import DEFAULT_AGENT, DEFAULT_CHAT_ID, ChatRef
 from conversations.selectors import session_get
 from memory.notes.history import note_lines_export
 
@@ -21,9 +22,13 @@ class Command(BaseCommand):
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
             raise CommandError(f"No user named {user!r}.")
-        session = session_get(user=owner, agent_slug=agent, chat_id=chat_id)
+        try:
+            chat = ChatRef.of(agent=agent, chat_id=chat_id)
+        except InvalidInput as exc:
+            raise CommandError(str(exc)) from None
+        session = session_get(user=owner, chat=chat)
         if session is None:
-            raise CommandError(f"{user} has no chat {agent}/{chat_id}.")
+            raise CommandError(f"{user} has no chat {chat}.")
         for line in history_export(session=session):
             self.stdout.write(line)
         for line in note_lines_export(session=session):

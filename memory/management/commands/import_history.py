@@ -6,8 +6,9 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from conversations.content import CHAT_ID_RE, CHAT_ID_RULE, DEFAULT_AGENT, DEFAULT_CHAT_ID
+from conversations.errors import InvalidInput
 from conversations.history_io import ImportLineError, ImportRefused, history_import_once, history_validate
+from conversations.refs import DEFAULT_AGENT, DEFAULT_CHAT_ID, ChatRef
 from conversations.services import UnknownAgent
 from memory import semantic
 from memory.notes.history import NoteLines
@@ -31,8 +32,10 @@ class Command(BaseCommand):
         owner = get_user_model().objects.filter(username=user).first()
         if owner is None:
             raise CommandError(f"No user named {user!r}.")
-        if not CHAT_ID_RE.match(chat_id):
-            raise CommandError(f"--chat-id must be {CHAT_ID_RULE}")
+        try:
+            chat = ChatRef.of(agent=agent, chat_id=chat_id)
+        except InvalidInput as exc:
+            raise CommandError(str(exc)) from None
         if not file.is_file():
             raise CommandError(f"No such file: {file}")
         tty = self.stderr.isatty() if hasattr(self.stderr, "isatty") else sys.stderr.isatty()
@@ -48,8 +51,7 @@ class Command(BaseCommand):
             with file.open("rb") as stream:
                 session, imported = history_import_once(
                     user=owner,
-                    agent_slug=agent,
-                    chat_id=chat_id,
+                    chat=chat,
                     stream=stream,
                     validated=validated,
                     progress=progress("importing"),

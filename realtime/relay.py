@@ -1,4 +1,4 @@
-"""The server process's side of frames written to the database (see canvas/push.py): with the
+"""The server process's side of frames written to the database (see realtime/push.py): with the
 in-memory channel layer, a frame the task worker pushes (a scheduled prompt's turn) is a row that
 this loop reads within RELAY_POLL_SECONDS and sends to its group in this process.
 
@@ -17,14 +17,14 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.utils import timezone
 
-from canvas.models import RelayedFrame
-from canvas.push import layer_is_in_memory
+from realtime.models import RelayedFrame
+from realtime.push import layer_is_in_memory
 
 logger = logging.getLogger(__name__)
 
 RELAY_POLL_SECONDS = 0.25
 RELAY_LOOKBACK = timedelta(seconds=10)
-RELAY_KEEP = timedelta(minutes=1)  # canvas.push prunes older rows too, in case no server relays
+RELAY_KEEP = timedelta(minutes=1)  # realtime.push prunes older rows too, in case no server relays
 
 _task: asyncio.Task | None = None
 

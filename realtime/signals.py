@@ -1,4 +1,4 @@
-"""Signal receivers of the canvas app, connected in CanvasConfig.ready().
+"""Signal receivers of the realtime app, connected in RealtimeConfig.ready().
 
 A socket is authenticated once, at its handshake; these close it when that login stops being valid
 (README: WebSocket). Signals, not a service, because a password or `is_active` changes through
@@ -15,16 +15,16 @@ from django.db import transaction
 from django.db.models.signals import pre_save
 from django.dispatch import receiver
 
-from canvas.push import user_sockets_close
+from realtime.push import user_sockets_close
 
 
-@receiver(user_logged_out, dispatch_uid="canvas.close_sockets_on_logout")
+@receiver(user_logged_out, dispatch_uid="realtime.close_sockets_on_logout")
 def close_sockets_on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
     if user is not None and user.pk is not None:
         user_sockets_close(user_id=user.pk)
 
 
-@receiver(pre_save, sender=get_user_model(), dispatch_uid="canvas.close_sockets_on_credentials_change")
+@receiver(pre_save, sender=get_user_model(), dispatch_uid="realtime.close_sockets_on_credentials_change")
 def close_sockets_on_credentials_change(
     sender: Any, instance: Any, update_fields: frozenset[str] | None = None, **kwargs: Any
 ) -> None:

@@ -1,5 +1,5 @@
 """Frames from a process without sockets (the task worker) reach the server's sockets through the
-database when the channel layer is the in-memory one (canvas/push.py, canvas/relay.py)."""
+database when the channel layer is the in-memory one (realtime/push.py, realtime/relay.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from canvas import relay
-from canvas.models import RelayedFrame
-from canvas.push import layer_is_in_memory, push_frame
+from realtime import relay
+from realtime.frames import AssistantDeltaFrame
+from realtime.models import RelayedFrame
+from realtime.push import layer_is_in_memory, push_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,7 +26,7 @@ def in_memory_layer():
 
 async def test_a_frame_pushed_where_no_socket_is_open_reaches_the_servers_sockets(session, in_memory_layer, settings):
     settings.BUDDY_FRAME_RELAY = True
-    from canvas.push import session_group
+    from realtime.push import session_group
 
     group = await database_sync_to_async(session_group)(session)
     socket_channel = await in_memory_layer.new_channel()
@@ -34,7 +35,7 @@ async def test_a_frame_pushed_where_no_socket_is_open_reaches_the_servers_socket
     try:
         await asyncio.sleep(relay.RELAY_POLL_SECONDS)
         # As the worker does: no socket in this process, so the frame is written to the database.
-        await database_sync_to_async(push_frame)(session, {"type": "assistant_delta", "text": "from the worker"})
+        await database_sync_to_async(push_frame)(session, AssistantDeltaFrame(text="from the worker"))
         assert await database_sync_to_async(RelayedFrame.objects.count)() == 1
         message = await asyncio.wait_for(in_memory_layer.receive(socket_channel), timeout=10)
         assert message == {"type": "frame", "frame": {"type": "assistant_delta", "text": "from the worker"}}

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from canvas.services import canvas_apply
+from agent.canvas import canvas_command_run
 from devtools.servers import free_port
 from tests.canvas.examples import ADD_EXAMPLES
 
@@ -120,7 +120,7 @@ async def test_a_change_made_anywhere_reaches_a_socket_on_another_process(daphne
 
     port_a, port_b = daphne_ports
     cookie = await login_cookie(session.user)
-    await database_sync_to_async(canvas_apply)(
+    await database_sync_to_async(canvas_command_run)(
         session=session, command="canvas_show_confirmation", params=ADD_EXAMPLES["canvas_show_confirmation"]
     )
 
@@ -138,7 +138,7 @@ async def test_a_change_made_anywhere_reaches_a_socket_on_another_process(daphne
         assert replay[1]["version"] == 1
 
         # 1. Committed in this process (as a turn would): through Redis to process B.
-        await database_sync_to_async(canvas_apply)(
+        await database_sync_to_async(canvas_command_run)(
             session=session, command="canvas_add_card", params={"id": "note", "title": "From the test process"}
         )
         frame = await receive(on_b)

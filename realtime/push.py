@@ -5,7 +5,7 @@ capacity), and a client that sees a gap in the canvas `version` asks for a repla
 
 With the in-memory channel layer of the embedded default, a layer reaches only its own process: a
 process with no sockets of its own (the task worker running a scheduled prompt) writes its group
-messages to the database instead, and the server process relays them (canvas/relay.py).
+messages to the database instead, and the server process relays them (realtime/relay.py).
 
 A chat's group is named by what names the chat — (user, agent, chat_id) — not by the session's id:
 a socket may be opened on a chat that does not exist yet (it replays empty and creates nothing), and
@@ -25,8 +25,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from canvas.models import RelayedFrame
 from conversations.models import Session
+from realtime.frames import ServerFrame
+from realtime.models import RelayedFrame
 
 logger = logging.getLogger(__name__)
 
@@ -92,18 +93,24 @@ def _group_send(group: str, message: dict[str, Any]) -> None:
         logger.exception("push to group %s failed", group)
 
 
-def push_frame(session: Session | int, frame: dict[str, Any]) -> None:
+def _frame_message(frame: ServerFrame) -> dict[str, Any]:
+    """The group message carrying a frame: only frame models are pushed (realtime/frames.py)."""
+    return {"type": "frame", "frame": frame.dump()}
+
+
+def push_frame(session: Session | int, frame: ServerFrame) -> None:
     """Send one frame to the session's sockets now (best effort)."""
-    _group_send(session_group(session), {"type": "frame", "frame": frame})
+    _group_send(session_group(session), _frame_message(frame))
 
 
-def push_frame_on_commit(session: Session | int, frame: dict[str, Any]) -> None:
-    """Send after the surrounding transaction commits, so no socket sees a change that was rolled back.
-
-    The group is resolved now, inside the transaction, where a just-created session is visible.
+def push_frame_on_commit(session: Session | int, frame: ServerFrame) -> None:
+    """Send after the surrounding transaction commits, so no socket sees a change that was rolled back
+    (outside a transaction: now). The group is resolved now, inside the transaction, where a
+    just-created session is visible.
     """
     group = session_group(session)
-    transaction.on_commit(lambda: _group_send(group, {"type": "frame", "frame": frame}))
+    message = _frame_message(frame)
+    transaction.on_commit(lambda: _group_send(group, message))
 
 
 def user_sockets_close(*, user_id: int) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import asyncio
 
-from canvas.layers import InMemoryChannelLayer
+from realtime.layers import InMemoryChannelLayer
 
 
 async def test_a_broadcast_reaches_every_member_once_and_expiry_still_happens():

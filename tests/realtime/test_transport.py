@@ -12,9 +12,9 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from websockets.asyncio.client import connect
 
-from canvas.limits import MAX_FRAME_BYTES
-from canvas.services import canvas_apply
+from agent.canvas import canvas_command_run
 from devtools.servers import daphne
+from realtime.limits import MAX_FRAME_BYTES
 from tests.web.test_consumer import login_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,7 +64,7 @@ async def test_frames_over_the_transport_limit_and_invalid_utf8_get_an_error_fra
 async def add_cards(session, count: int, body_chars: int) -> None:
     await database_sync_to_async(
         lambda: [
-            canvas_apply(
+            canvas_command_run(
                 session=session,
                 command="canvas_add_card",
                 params={"id": f"c{i}", "title": "t", "body": "b" * body_chars},
