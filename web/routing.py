@@ -4,4 +4,4 @@ from django.urls import path
 
 from web.consumers import CanvasConsumer
 
-websocket_urlpatterns = [path("ws/", CanvasConsumer.as_asgi())]
+websocket_urlpatterns = [path("ws/", CanvasConsumer.as_asgi(), name="socket")]

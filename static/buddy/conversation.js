@@ -3,7 +3,7 @@
 // subset; tool calls as small chips. Nothing from a message is ever parsed as HTML.
 
 import { renderMarkdown } from "./markdown.js";
-import { sourceLink } from "./memory.js";
+import { sourceLink } from "./sources.js";
 
 function el(name, className, text) {
   const node = document.createElement(name);

@@ -2,6 +2,9 @@
 // each editable, deletable and restorable from its versions, with a link to the message it came
 // from (README: Memory notes). Note text is shown as text, never parsed as HTML.
 
+import { describeError } from "./errors.js";
+import { sourceLink } from "./sources.js";
+
 const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
 const ROOT = "/memories/";
 
@@ -23,31 +26,26 @@ function when(iso) {
   return Number.isNaN(date.getTime()) ? "" : timeFormat.format(date);
 }
 
-/** The page opened at one archived message: its chat, its agent, a page of history around it. */
-export function sourceHref({ id, agent, chat_id: chatId }) {
-  const params = new URLSearchParams({ agent: agent || "", chat_id: chatId || "", around: String(id) });
-  return `/?${params}#message-${id}`;
-}
-
-/** A link to an archived message, labelled by who said it and when. */
-export function sourceLink(source, label) {
-  const link = el("a", "source-link", label ?? `${source.role === "user" ? "You" : "Reply"} · ${when(source.created_at)}`);
-  link.href = sourceHref(source);
-  return link;
-}
-
 function shortPath(path) {
   return path.startsWith(ROOT) ? path.slice(ROOT.length) : path;
 }
 
 export class MemoryView {
   /**
-   * `app` gives `getJson`, `sendJson`, `agent`, `chatId`, `showToast`; `dom` the panel's nodes.
+   * `urls`: the API's `notes`, `noteVersions` and `noteRestore` paths; `place`: the chat shown;
+   * `noteBytes`: the most a note holds (UTF-8); `notify(text, level)` shows a toast.
+   * dom: `panel`, `canvasPanel`, `chatList`, `profileList`, `count`, `showMemory`, `showCanvas`.
    */
-  constructor(app, dom) {
-    this.app = app;
+  constructor({ api, urls, place, noteBytes, notify, dom }) {
+    this.api = api;
+    this.urls = urls;
+    this.place = place;
+    this.noteBytes = noteBytes;
+    this.notify = notify;
     this.dom = dom;
     this.generation = 0;
+    dom.showMemory.addEventListener("click", () => this.show(true));
+    dom.showCanvas.addEventListener("click", () => this.show(false));
   }
 
   get visible() {
@@ -66,15 +64,12 @@ export class MemoryView {
     }
   }
 
-  chatQuery() {
-    return new URLSearchParams({ agent: this.app.agent.id, chat_id: this.app.chatId });
-  }
 
   /** Reloads both lists (a chat's notes change with its turns, and with another tab's edits). */
   async refresh() {
     if (!this.visible) return;
     const generation = ++this.generation;
-    const { status, data } = await this.app.getJson(`${this.app.config.urls.notes}?${this.chatQuery()}`);
+    const { status, data } = await this.api.get(this.urls.notes, this.place.chat());
     if (generation !== this.generation) return;
     const notes = status === 200 && data ? data : { chat: [], profile: [] };
     this.render("chat", notes.chat || [], this.dom.chatList);
@@ -155,34 +150,32 @@ export class MemoryView {
     cancel.addEventListener("click", () => this.refresh());
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
+      const size = new TextEncoder().encode(input.value).length;
+      if (size > this.noteBytes) {
+        error.textContent = `A note holds at most ${this.noteBytes.toLocaleString("en")} bytes; this text has ${size.toLocaleString("en")}.`;
+        return;
+      }
       save.disabled = true;
-      const { status, data } = await this.app.sendJson("PUT", this.app.config.urls.notes, {
+      const answer = await this.api.send("PUT", this.urls.notes, {
         scope,
         path: note.path,
         content: input.value,
-        agent: this.app.agent.id,
-        chat_id: this.app.chatId,
+        ...this.place.chat(),
       });
       save.disabled = false;
-      if (status === 200) {
-        this.app.showToast(`Saved ${shortPath(note.path)}.`, "success");
+      if (answer.status === 200) {
+        this.notify(`Saved ${shortPath(note.path)}.`, "success");
         this.refresh();
       } else {
-        error.textContent = describe(data, status);
+        error.textContent = describeError(answer.error);
       }
     });
   }
 
   async remove(card, scope, path) {
-    const params = this.chatQuery();
-    params.set("scope", scope);
-    params.set("path", path);
-    const { status, data } = await this.app.request(`${this.app.config.urls.notes}?${params}`, {
-      method: "DELETE",
-      headers: { "X-CSRFToken": this.app.csrfToken() },
-    });
+    const { status, error } = await this.api.remove(this.urls.notes, { ...this.place.chat(), scope, path });
     if (status !== 204) {
-      this.app.showToast(describe(data, status), "error");
+      this.notify(describeError(error), "error");
       return;
     }
     // The note is gone from the list, but not lost: offer its last version back right here.
@@ -201,26 +194,23 @@ export class MemoryView {
 
   /** One page of a note's versions, newest first: `{versions, nextBefore}` (null on the last page). */
   async versions(scope, path, before = null) {
-    const params = this.chatQuery();
-    params.set("scope", scope);
-    params.set("path", path);
-    if (before !== null) params.set("before", String(before));
-    const { status, data } = await this.app.getJson(`${this.app.config.urls.notes}/versions?${params}`);
+    const params = { ...this.place.chat(), scope, path };
+    if (before !== null) params.before = String(before);
+    const { status, data } = await this.api.get(this.urls.noteVersions, params);
     const ok = status === 200 && data && Array.isArray(data.versions);
     return { versions: ok ? data.versions : [], nextBefore: ok ? (data.next_before ?? null) : null };
   }
 
   async restore(versionId) {
-    const { status, data } = await this.app.sendJson("POST", `${this.app.config.urls.notes}/restore`, {
+    const { status, data, error } = await this.api.send("POST", this.urls.noteRestore, {
       version_id: versionId,
-      agent: this.app.agent.id,
-      chat_id: this.app.chatId,
+      ...this.place.chat(),
     });
     if (status === 200) {
-      this.app.showToast(`Restored ${shortPath(data.path)}.`, "success");
+      this.notify(`Restored ${shortPath(data.path)}.`, "success");
       this.refresh();
     } else {
-      this.app.showToast(describe(data, status), "error");
+      this.notify(describeError(error), "error");
     }
   }
 
@@ -285,11 +275,4 @@ export class MemoryView {
     }
     return item;
   }
-}
-
-function describe(data, status) {
-  const detail = data?.detail;
-  if (typeof detail === "string") return detail;
-  if (Array.isArray(detail)) return detail.map((item) => item?.msg || "").filter(Boolean).join("; ") || `Refused (${status}).`;
-  return `That did not work (${status}).`;
 }

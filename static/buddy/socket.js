@@ -1,5 +1,5 @@
-// One WebSocket to `/ws/?agent=&chat_id=` that reconnects by itself with exponential backoff and
-// jitter. It knows nothing about frames beyond JSON: the page decides what they mean.
+// One WebSocket to the chat socket (`?agent=&chat_id=`) that reconnects by itself with exponential
+// backoff and jitter. It knows nothing about frames beyond JSON: the page decides what they mean.
 
 export function backoffDelay(attempt, { base = 500, max = 15000, random = Math.random } = {}) {
   const exponential = Math.min(max, base * 2 ** Math.max(0, attempt));
@@ -7,10 +7,11 @@ export function backoffDelay(attempt, { base = 500, max = 15000, random = Math.r
   return Math.round(exponential / 2 + (random() * exponential) / 2);
 }
 
-export function socketUrl(location, { agent, chatId }) {
+/** The socket's address on this page's host: `path` as the page config's `urls.socket` gives it. */
+export function socketUrl(location, path, { agent, chatId }) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const query = new URLSearchParams({ agent, chat_id: chatId });
-  return `${scheme}//${location.host}/ws/?${query}`;
+  return `${scheme}//${location.host}${path}?${query}`;
 }
 
 export class ReconnectingSocket {

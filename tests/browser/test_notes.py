@@ -4,6 +4,7 @@ that message."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from django.utils import timezone
 from conversations.models import Message
 from conversations.services import message_append, session_get_or_create
 from memory.models import Note
+from memory.notes.paths import NOTE_MAX_BYTES
 from memory.notes.services import note_put
 from tests.browser.test_e2e import canvas_prompt, log, send_and_wait
 
@@ -83,6 +85,47 @@ def test_the_memory_view_lists_edits_deletes_and_restores_notes(logged_in_page, 
     page.get_by_role("button", name="Canvas", exact=True).click()
     page.get_by_role("region", name="Canvas").wait_for()
     assert memory(page).is_hidden()
+
+
+def test_a_refused_note_edit_says_what_the_server_said_and_an_oversized_one_is_never_sent(logged_in_page, user):
+    page = logged_in_page
+    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+    message_append(session=session, role="user", content="Remember my plans")
+    note_put(user=user, session=session, path="/memories/plans.md", content="Trip to Lisbon in May")
+    page.reload()
+    open_memory(page)
+    card = memory(page).get_by_role("article").filter(has_text="plans.md")
+    card.get_by_role("button", name="Edit /memories/plans.md").click()
+    box = card.get_by_label("Text of /memories/plans.md")
+    error = card.get_by_role("alert")
+
+    puts: list[str] = []
+    refusal = {
+        "code": "invalid",
+        "detail": "The note was refused.",
+        "errors": [{"field": "content", "message": "must not contain a NUL character"}],
+    }
+
+    def refuse(route):
+        if route.request.method != "PUT":
+            route.fallback()
+            return
+        puts.append(route.request.post_data)
+        route.fulfill(status=422, content_type="application/json", body=json.dumps(refusal))
+
+    page.route(re.compile(r"/memory/notes$"), refuse)
+    box.fill("Trip to Lisbon in June")
+    card.get_by_role("button", name="Save").click()
+    page.wait_for_function("() => document.querySelector('.note-error').textContent !== ''")
+    assert error.inner_text() == "The note was refused. content: must not contain a NUL character"
+    assert len(puts) == 1
+
+    box.fill("é" * (NOTE_MAX_BYTES // 2 + 1))  # two bytes each in UTF-8
+    card.get_by_role("button", name="Save").click()
+    page.wait_for_function("() => document.querySelector('.note-error').textContent.startsWith('A note holds')")
+    assert f"{NOTE_MAX_BYTES:,} bytes" in error.inner_text()
+    assert len(puts) == 1  # refused here, never sent
+    assert Note.objects.get().content == "Trip to Lisbon in May"
 
 
 def test_a_notes_source_link_opens_the_conversation_at_that_message(logged_in_page, user):

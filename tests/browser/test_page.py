@@ -5,6 +5,7 @@ The screenshots in docs/ are taken here too."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -183,6 +184,42 @@ def test_a_prompt_too_long_for_the_model_gets_the_apis_413_message(logged_in_pag
     assert refused.json()["detail"] in alert.inner_text()
     assert "frame" not in alert.inner_text()
     assert page.get_by_label("Message").input_value() == text.strip()  # nothing lost
+
+
+def test_a_refused_prompt_shows_the_code_and_detail_the_server_answered(logged_in_page):
+    page = logged_in_page
+    connected(page)
+    refusal = {"code": "not_found", "detail": "There is no agent 'ghost'."}
+    page.route(
+        re.compile(r"/prompt$"),
+        lambda route: route.fulfill(status=404, content_type="application/json", body=json.dumps(refusal)),
+    )
+    text = "word " * 20_000  # > 64 KiB: sent over HTTP
+    page.get_by_label("Message").fill(text)
+    page.get_by_role("button", name="Send").click()
+    alert = log(page).get_by_role("alert")
+    alert.wait_for()
+    assert alert.get_attribute("data-code") == "not_found"
+    assert "That agent or chat does not exist" in alert.inner_text()
+    assert "There is no agent 'ghost'." in alert.inner_text()
+    assert page.get_by_label("Message").input_value() == text.strip()  # nothing lost
+
+
+def test_the_page_follows_the_servers_chat_id_rule_and_title_length(logged_in_page):
+    from conversations.content import CHAT_ID_RE
+    from conversations.models import TITLE_MAX_CHARS
+
+    page = logged_in_page
+    samples = ["main", "chat-20250101-120000-ab12", "a.b:c_d-e", "x" * 64, "x" * 65, "", "a b", "a/b", "é", "a\nb"]
+    accepted = page.evaluate(
+        """(samples) => {
+          const rule = new RegExp(JSON.parse(document.getElementById('buddy-config').textContent).limits.chatIdPattern);
+          return samples.map((sample) => rule.test(sample));
+        }""",
+        samples,
+    )
+    assert accepted == [bool(CHAT_ID_RE.match(sample)) for sample in samples]
+    assert page.locator("#chat-title").evaluate("node => node.maxLength") == TITLE_MAX_CHARS
 
 
 def test_a_prompt_over_64_kib_within_the_limit_runs_like_any_other(logged_in_page):

@@ -833,3 +833,16 @@ def test_being_logged_out_elsewhere_leads_to_the_login_page(fake_ws, logged_in_p
     fake_ws.wait_for_connections(1)
     fake_ws.connections[-1].close(code=4401, reason="logged out")
     page.wait_for_url(re.compile(r"/accounts/login/\?next=(/|%2F)$"))
+
+
+def test_an_unknown_frame_type_is_logged_once_and_the_page_goes_on(fake_ws, logged_in_page):
+    page = logged_in_page
+    fake_ws.wait_for_connections(1)
+    warnings: list[str] = []
+    page.on("console", lambda message: message.type == "warning" and warnings.append(message.text))
+    fake_ws.send({"type": "typing", "who": "Buddy"}, {"type": "typing"}, {"type": "presence"}, {"type": "typing"})
+    fake_ws.send({"type": "user_message", "text": "from my phone", "message_id": 7})
+    fake_ws.send({"type": "assistant_message", "text": "Still here.", "message_id": 8})
+    page.get_by_role("log").get_by_text("Still here.").wait_for()
+    assert len(warnings) == 2, warnings
+    assert '"typing"' in warnings[0] and '"presence"' in warnings[1]

@@ -1,0 +1,118 @@
+// The chat's archive in the log: its newest page (or the page around a linked message), older pages
+// as the reader scrolls up or asks for them, and the way back from a linked message to the newest.
+
+import { noticeMessage } from "./conversation.js";
+
+const PAGE_SIZE = 50;
+
+export class HistoryPager {
+  /**
+   * `url`: the API's history path; `log`: the ConversationLog; `place`: the chat shown;
+   * `chats`: answers `ready` (a promise of the chat list) and `mayHaveHistory()`;
+   * `onClear()`: the log is about to show the chat anew (the live turn forgets its rows).
+   * dom: `logScroll`, `loadEarlier`, `backToLatest`.
+   */
+  constructor({ api, url, log, place, chats, onClear, dom }) {
+    this.api = api;
+    this.url = url;
+    this.log = log;
+    this.place = place;
+    this.chats = chats;
+    this.onClear = onClear;
+    this.dom = dom;
+    this.nextBefore = null;
+    this.loadingEarlier = false;
+    this.generation = 0;
+    dom.logScroll.addEventListener("scroll", () => {
+      if (dom.logScroll.scrollTop < 80) this.loadEarlier();
+    });
+    dom.loadEarlier.addEventListener("click", () => this.loadEarlier());
+    dom.backToLatest.addEventListener("click", () => this.leaveAround());
+  }
+
+  async fetchPage(before, around = null) {
+    const params = { ...this.place.chat(), limit: String(PAGE_SIZE) };
+    if (before !== null && before !== undefined) params.before = String(before);
+    if (around !== null) params.around = String(around);
+    const { status, data } = await this.api.get(this.url, params);
+    // A chat that does not exist yet is a 404: it simply has no history.
+    if (status === 404) return { messages: [], next_before: null };
+    if (status !== 200 || !data || !Array.isArray(data.messages)) throw new Error(`history answered ${status}`);
+    return data;
+  }
+
+  /** Shows the newest page of this chat's archive; called on start, on every reconnect and switch. */
+  async load() {
+    const generation = ++this.generation;
+    this.log.clear();
+    this.onClear();
+    this.setNextBefore(null);
+    this.log.setBusy(true);
+    // The chat list first: a chat that does not exist yet has no history to ask for (only a 404).
+    await this.chats.ready;
+    if (generation !== this.generation) return;
+    if (!this.chats.mayHaveHistory()) {
+      this.log.setBusy(false);
+      return;
+    }
+    let page;
+    const around = this.place.aroundId;
+    try {
+      page = await this.fetchPage(null, around);
+    } catch {
+      if (generation !== this.generation) return;
+      this.log.setBusy(false);
+      this.log.append(noticeMessage("Couldn't load this conversation's history.", { level: "error", detail: "It will load again when the connection comes back." }));
+      return;
+    }
+    if (generation !== this.generation) return;
+    this.log.setBusy(false);
+    this.log.prependMessages(page.messages);
+    this.setNextBefore(page.next_before);
+    this.dom.backToLatest.hidden = around === null;
+    const target = around === null ? null : this.log.rowOf(around);
+    if (target) {
+      target.classList.add("is-linked");
+      target.id = `message-${around}`;
+      target.scrollIntoView({ block: "center" });
+    } else {
+      this.log.scrollToBottom(true);
+    }
+  }
+
+  /** From a page around a linked message back to the newest messages. */
+  leaveAround() {
+    this.place.leaveAround();
+    this.load();
+  }
+
+  setNextBefore(value) {
+    this.nextBefore = value === null || value === undefined ? null : value;
+    this.dom.loadEarlier.hidden = this.nextBefore === null;
+  }
+
+  async loadEarlier() {
+    if (this.nextBefore === null || this.loadingEarlier) return;
+    const generation = this.generation;
+    this.loadingEarlier = true;
+    const button = this.dom.loadEarlier;
+    button.textContent = "Loading earlier messages…";
+    button.disabled = true;
+    try {
+      const page = await this.fetchPage(this.nextBefore);
+      if (generation !== this.generation) return;
+      const scroller = this.dom.logScroll;
+      // Keep what the reader is looking at in place while older messages appear above it.
+      const fromBottom = scroller.scrollHeight - scroller.scrollTop;
+      this.log.prependMessages(page.messages);
+      scroller.scrollTop = scroller.scrollHeight - fromBottom;
+      this.setNextBefore(page.next_before);
+    } catch {
+      // The button stays, so the reader can try again.
+    } finally {
+      this.loadingEarlier = false;
+      button.textContent = "Load earlier messages";
+      button.disabled = false;
+    }
+  }
+}
