@@ -243,12 +243,12 @@ def _validate_block(role: str, index: int, block: Any) -> None:
     if kind == "tool_use":
         if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
             raise ValueError(f"tool_use block {index} needs an 'id' and a 'name'")
-        if not TOOL_USE_ID_RE.match(block["id"]):
+        if not TOOL_USE_ID_RE.fullmatch(block["id"]):
             raise ValueError(f"tool_use block {index}: an id is 1-128 characters of A-Z a-z 0-9 _ -")
         if not isinstance(block.get("input"), dict):
             raise ValueError(f"tool_use block {index} needs an object 'input'")
     if kind == "tool_result":
-        if not isinstance(block.get("tool_use_id"), str) or not TOOL_USE_ID_RE.match(block["tool_use_id"]):
+        if not isinstance(block.get("tool_use_id"), str) or not TOOL_USE_ID_RE.fullmatch(block["tool_use_id"]):
             raise ValueError(f"tool_result block {index} needs a 'tool_use_id' of A-Z a-z 0-9 _ -")
         result = block.get("content", "")
         if isinstance(result, list):

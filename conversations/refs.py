@@ -53,9 +53,9 @@ class ChatRef:
     chat_id: str = DEFAULT_CHAT_ID
 
     def __post_init__(self) -> None:
-        if not isinstance(self.chat_id, str) or not CHAT_ID_RE.match(self.chat_id):
+        if not isinstance(self.chat_id, str) or not CHAT_ID_RE.fullmatch(self.chat_id):
             raise InvalidChatId()
-        if not isinstance(self.agent, str) or not AGENT_RE.match(self.agent):
+        if not isinstance(self.agent, str) or not AGENT_RE.fullmatch(self.agent):
             raise InvalidAgent()
 
     @classmethod
@@ -71,13 +71,13 @@ DEFAULT_CHAT = ChatRef()
 
 
 def _chat_id_checked(value: str) -> str:
-    if value and not CHAT_ID_RE.match(value):
+    if value and not CHAT_ID_RE.fullmatch(value):
         raise PydanticCustomError(InvalidChatId.code, CHAT_ID_INVALID)
     return value
 
 
 def _agent_checked(value: str) -> str:
-    if value and not AGENT_RE.match(value):
+    if value and not AGENT_RE.fullmatch(value):
         raise PydanticCustomError(InvalidAgent.code, AGENT_INVALID)
     return value
 

@@ -412,7 +412,7 @@ def validate_content_block(path: str, block: Any, role: str, allowed: set[str]) 
     if kind == "text":
         validate_text_block(path, block)
     elif kind == "tool_use":
-        if not isinstance(block.get("id"), str) or not TOOL_USE_ID_RE.match(block["id"]):
+        if not isinstance(block.get("id"), str) or not TOOL_USE_ID_RE.fullmatch(block["id"]):
             raise invalid(f"{path}.id: String should match pattern '^[a-zA-Z0-9_-]+$'")
         if not isinstance(block.get("name"), str) or not block["name"]:
             raise invalid(f"{path}.name: Field required")

@@ -105,7 +105,7 @@ def call(client: Client, method: str, path: str, where: str, fields: dict):
 
 @pytest.mark.parametrize(("method", "path", "where", "extra"), CHAT_ENDPOINTS, ids=lambda value: str(value))
 def test_an_invalid_chat_id_is_422_invalid_chat_id_on_every_endpoint(api, session, method, path, where, extra):
-    for chat_id in ("no spaces", "x" * 65, "semi;colon"):
+    for chat_id in ("no spaces", "x" * 65, "semi;colon", "main\n"):  # a trailing newline is no chat id either
         error = assert_error(call(api, method, path, where, {**extra, "chat_id": chat_id}), 422, "invalid_chat_id")
         assert error["errors"][0]["field"] == "chat_id"
     assert not Message.objects.exists()

@@ -216,7 +216,7 @@ class Renderer:
                 if (
                     row.role != ASSISTANT
                     or not isinstance(tool_id, str)
-                    or not TOOL_USE_ID_RE.match(tool_id)
+                    or not TOOL_USE_ID_RE.fullmatch(tool_id)
                     or tool_id in seen_tool_ids
                 ):
                     block = text_block(f"[tool call {tool_id} ({block.get('name')}) not sent: invalid here]")

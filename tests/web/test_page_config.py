@@ -77,7 +77,7 @@ def test_the_pages_chat_id_pattern_accepts_what_the_server_accepts(api, chat_id)
     pattern = rendered_config(api)["limits"]["chatIdPattern"]
     # The JavaScript source is Python syntax too once a named group is spelled the Python way.
     as_python = re.compile(pattern.replace("(?<", "(?P<").replace("(?P<=", "(?<=").replace("(?P<!", "(?<!"))
-    assert bool(as_python.search(chat_id)) == bool(CHAT_ID_RE.match(chat_id))
+    assert bool(as_python.search(chat_id)) == bool(CHAT_ID_RE.fullmatch(chat_id))
 
 
 def test_the_config_names_the_api_operations_and_the_socket_the_page_uses(api):
