@@ -206,11 +206,23 @@ def test_a_refused_prompt_shows_the_code_and_detail_the_server_answered(logged_i
 
 
 def test_the_page_follows_the_servers_chat_id_rule_and_title_length(logged_in_page):
-    from conversations.refs import CHAT_ID_RE
     from conversations.models import TITLE_MAX_CHARS
+    from conversations.refs import CHAT_ID_RE
 
     page = logged_in_page
-    samples = ["main", "chat-20250101-120000-ab12", "a.b:c_d-e", "x" * 64, "x" * 65, "", "a b", "a/b", "é", "a\nb", "main\n"]
+    samples = [
+        "main",
+        "chat-20250101-120000-ab12",
+        "a.b:c_d-e",
+        "x" * 64,
+        "x" * 65,
+        "",
+        "a b",
+        "a/b",
+        "é",
+        "a\nb",
+        "main\n",
+    ]
     accepted = page.evaluate(
         """(samples) => {
           const rule = new RegExp(JSON.parse(document.getElementById('buddy-config').textContent).limits.chatIdPattern);
