@@ -104,13 +104,10 @@ export class MemoryView {
     const meta = el("p", "note-meta");
     meta.append(`${note.updated_by === "model" ? "Kept by Buddy" : "Edited by you"} · ${when(note.updated_at)}`);
     if (note.source_message_id) {
+      // The person's message the note came from (its turn's prompt), not the row of the tool call.
+      const id = note.source_prompt_id ?? note.source_message_id;
       meta.append(" · ");
-      meta.append(
-        sourceLink(
-          { id: note.source_message_id, agent: note.source_agent, chat_id: note.source_chat_id, role: "assistant" },
-          "from this message",
-        ),
-      );
+      meta.append(sourceLink({ id, agent: note.source_agent, chat_id: note.source_chat_id }, "from this message"));
     }
     const actions = el("div", "note-actions");
     const edit = button("Edit");
@@ -255,13 +252,9 @@ export class MemoryView {
     const who = version.changed_by === "model" ? "Buddy" : "you";
     const line = el("p", "note-meta", `${when(version.changed_at)} · ${what} by ${who}`);
     if (version.source_message_id) {
+      const id = version.source_prompt_id ?? version.source_message_id;
       line.append(" · ");
-      line.append(
-        sourceLink(
-          { id: version.source_message_id, agent: version.source_agent, chat_id: version.source_chat_id },
-          "from this message",
-        ),
-      );
+      line.append(sourceLink({ id, agent: version.source_agent, chat_id: version.source_chat_id }, "from this message"));
     }
     const text = el("p", "note-version-text", version.after ?? version.before ?? "");
     item.append(line, text);
