@@ -138,8 +138,9 @@ export class HistoryPager {
       const fromBottom = scroller.scrollHeight - scroller.scrollTop;
       this.log.prependMessages(page.messages);
       scroller.scrollTop = scroller.scrollHeight - fromBottom;
+      const hadFocus = document.activeElement === button; // hiding the button below drops it
       this.setNextBefore(page.next_before);
-      if (document.activeElement === button && button.hidden) {
+      if (hadFocus && button.hidden) {
         // Nothing older: the keyboard goes on at the newest message the button brought.
         focusRow(previousRow(oldTop) ?? this.firstRow());
       }

@@ -262,7 +262,8 @@ export class MemoryView {
       item.append(el("span", "note-current", "current"));
     } else {
       const restore = button("Restore this version");
-      restore.setAttribute("aria-label", `Restore the version of ${when(version.changed_at)}`);
+      // The name starts with what the button says, then says which version.
+      restore.setAttribute("aria-label", `Restore this version, of ${when(version.changed_at)}`);
       restore.addEventListener("click", () => this.restore(version.id));
       item.append(restore);
     }

@@ -1,4 +1,4 @@
-// The person's theme (system, light or dark), kept on the server (`/preferences`, README: The page):
+// The person's theme (system, light or dark), kept on the server (its preferences, README: The page):
 // the server writes it on <html> as `data-color-scheme` before the first paint; this picker changes it
 // at once and saves it, and puts the previous one back when the server refuses. A canvas theme the
 // model sets (`data-theme`, canvas-pane.js) shows over it.
