@@ -149,9 +149,7 @@ def test_the_page_preloads_every_module_it_imports(api):
                 imported.add(dependency)
                 pending.append(dependency)
     assert any(name.startswith("vendor/") for name in imported)
-    preloaded = set(
-        re.findall(r'<link rel="modulepreload" href="/static/buddy/([\w./-]+\.m?js)">', rendered_page(api))
-    )
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="/static/buddy/([\w./-]+\.m?js)">', rendered_page(api)))
     assert preloaded == imported
 
 
