@@ -65,8 +65,12 @@ export class MemoryView {
   }
 
 
-  /** Reloads both lists (a chat's notes change with its turns, and with another tab's edits). */
-  async refresh() {
+  /**
+   * Reloads both lists (a chat's notes change with its turns, and with another tab's edits). `focus`:
+   * the path of a note whose Edit button gets the keyboard afterwards (the button that acted on it
+   * is gone with the old list, and the focus must not fall to the page's body).
+   */
+  async refresh({ focus = null } = {}) {
     if (!this.visible) return;
     const generation = ++this.generation;
     const { status, data } = await this.api.get(this.urls.notes, this.place.chat());
@@ -76,6 +80,10 @@ export class MemoryView {
     this.render("profile", notes.profile || [], this.dom.profileList);
     const total = (notes.chat || []).length + (notes.profile || []).length;
     this.dom.count.textContent = total === 1 ? "1 note" : `${total} notes`;
+    if (focus !== null) {
+      const card = [...this.dom.panel.querySelectorAll(".note[data-path]")].find((node) => node.dataset.path === focus);
+      (card?.querySelector(".note-actions button") ?? this.dom.showCanvas).focus();
+    }
   }
 
   render(scope, notes, list) {
@@ -144,7 +152,7 @@ export class MemoryView {
     card.querySelector(".note-text").replaceWith(form);
     card.querySelector(":scope > .note-actions").hidden = true;
     input.focus();
-    cancel.addEventListener("click", () => this.refresh());
+    cancel.addEventListener("click", () => this.refresh({ focus: note.path }));
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const size = new TextEncoder().encode(input.value).length;
@@ -162,7 +170,7 @@ export class MemoryView {
       save.disabled = false;
       if (answer.status === 200) {
         this.notify(`Saved ${shortPath(note.path)}.`, "success");
-        this.refresh();
+        this.refresh({ focus: note.path });
       } else {
         error.textContent = describeError(answer.error);
       }
@@ -183,6 +191,7 @@ export class MemoryView {
     undo.setAttribute("aria-label", `Restore ${path}`);
     gone.append(text, undo);
     card.replaceWith(gone);
+    undo.focus(); // the Delete button went with its card
     undo.addEventListener("click", async () => {
       const { versions } = await this.versions(scope, path);
       if (versions.length) await this.restore(versions[0].id);
@@ -205,7 +214,7 @@ export class MemoryView {
     });
     if (status === 200) {
       this.notify(`Restored ${shortPath(data.path)}.`, "success");
-      this.refresh();
+      this.refresh({ focus: data.path });
     } else {
       this.notify(describeError(error), "error");
     }

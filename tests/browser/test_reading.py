@@ -266,3 +266,26 @@ def test_a_streaming_reply_is_busy_until_it_ends(fake_ws, logged_in_page):
     done = log(page).locator('.msg-assistant[data-message-id="6"]')
     done.wait_for()
     assert done.get_attribute("aria-busy") is None and done.get_by_role("button", name="Copy reply").is_visible()
+
+
+def test_the_keyboard_stays_on_a_note_after_saving_deleting_and_restoring_it(browser, live_server_url, user):
+    reading_chat(user)
+    page = open_page(browser, live_server_url)
+    page.get_by_role("button", name="Memory", exact=True).click()
+    memory = page.get_by_role("region", name="Memory")
+    card = memory.get_by_role("article").filter(has_text="plans.md")
+    focused_name = "() => document.activeElement.getAttribute('aria-label') || document.activeElement.textContent"
+
+    card.get_by_role("button", name="Edit /memories/plans.md").click()
+    card.get_by_label("Text of /memories/plans.md").fill("Team plan, yearly")
+    card.get_by_role("button", name="Save").press("Enter")
+    card.get_by_text("Team plan, yearly").wait_for()
+    page.wait_for_function(f"() => ({focused_name})() === 'Edit /memories/plans.md'")
+
+    card.get_by_role("button", name="Delete /memories/plans.md").press("Enter")
+    memory.get_by_text("Deleted plans.md.").wait_for()
+    assert page.evaluate(focused_name) == "Restore /memories/plans.md"
+    page.keyboard.press("Enter")
+    card.get_by_text("Team plan, yearly").wait_for()
+    page.wait_for_function(f"() => ({focused_name})() === 'Edit /memories/plans.md'")
+    close(page)
