@@ -24,6 +24,7 @@ from conversations.errors import Conflict, DomainError, InvalidInput, NotFound
 from conversations.refs import InvalidAgent, InvalidChatId
 from memory.api import router as memory_router
 from memory.notes_api import router as notes_router
+from web.api import router as web_router
 
 # Logged as Django logs a view's unhandled exception (and mails ADMINS where that is set up).
 request_logger = logging.getLogger("django.request")
@@ -186,5 +187,5 @@ def other_methods_refused(router: Router) -> Router:
     return router
 
 
-for _router in (agent_router, conversations_router, memory_router, notes_router):
+for _router in (agent_router, conversations_router, memory_router, notes_router, web_router):
     api.add_router("", other_methods_refused(_router))

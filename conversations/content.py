@@ -57,6 +57,23 @@ def readable_text(content: list[Block]) -> str:
     return "\n".join(part for part in parts if part)
 
 
+SNIPPET_MAX_CHARS = 160
+
+
+def snippet(content: Any, *, max_chars: int = SNIPPET_MAX_CHARS) -> str:
+    """One line of plain text saying what a message said, for a link to it (a reply's sources): its
+    readable text with runs of whitespace as one space, cut at a word boundary with "…" past `max_chars`."""
+    blocks = content if isinstance(content, list) else normalize_content(content) if isinstance(content, str) else []
+    line = " ".join(readable_text(blocks).split())
+    if len(line) <= max_chars:
+        return line
+    cut = line[: max_chars - 1]
+    space = cut.rfind(" ")
+    if space >= max_chars // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
 def normalize_content(content: str | list[Block]) -> list[Block]:
     """A plain string becomes one text block; block lists are stored as given."""
     if isinstance(content, str):

@@ -4,7 +4,7 @@ The memory tools cite messages as `[#ID …]` (search_history, get_messages_by_d
 get_extended_context) and a note viewed with the memory tool names the message it was kept from
 (`[#ID]`). A reply — an assistant message with text and no tool call — lists the messages its
 turn's successful memory tool results cited, in order, each once, as long as they are the user's and
-older than the turn.
+older than the turn. Each source says who wrote it (`role`), when, and a one-line `snippet` of it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from conversations.content import tool_result_text
+from conversations.content import snippet, tool_result_text
 from conversations.models import Message, Session
 
 # The tools whose results cite archived messages: the memory app's tools (memory/tools.py, memory/notes/tool.py;
@@ -50,7 +50,7 @@ def cited_ids(messages: Iterable[Any]) -> dict[int, list[int]]:
 
 def _resolved(session: Session, ids: set[int]) -> dict[int, dict[str, Any]]:
     rows = Message.objects.filter(id__in=ids, session__user_id=session.user_id).values(
-        "id", "role", "created_at", "session__chat_id", "session__agent__slug"
+        "id", "role", "content", "created_at", "session__chat_id", "session__agent__slug"
     )
     return {
         row["id"]: {
@@ -59,6 +59,7 @@ def _resolved(session: Session, ids: set[int]) -> dict[int, dict[str, Any]]:
             "chat_id": row["session__chat_id"],
             "role": row["role"],
             "created_at": row["created_at"],
+            "snippet": snippet(row["content"]),
         }
         for row in rows
     }

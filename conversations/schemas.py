@@ -12,7 +12,7 @@ from ninja.schema import DjangoGetter
 from pydantic import AfterValidator, BaseModel, model_validator
 from pydantic_core import PydanticCustomError
 
-from conversations.content import TITLE_MAX_CHARS, blank_problem, text_problem, title_problem
+from conversations.content import SNIPPET_MAX_CHARS, TITLE_MAX_CHARS, blank_problem, text_problem, title_problem
 from conversations.refs import AgentParam, ChatIdParam, ChatRef
 
 # JSON Schema patterns (ECMA-262 syntax) for what the validators below check in Python: a schema that
@@ -154,6 +154,10 @@ class SourceOut(Schema):
     chat_id: str
     role: str
     created_at: datetime
+    snippet: str = Field(
+        description="What the message said, as one line of plain text (not HTML), cut at a word with "
+        f"“…” past {SNIPPET_MAX_CHARS} characters."
+    )
 
 
 class HistoryMessageOut(Schema):

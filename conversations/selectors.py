@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, Max, OuterRef, QuerySet, Subquery
 
 from conversations.content import CONFIRMATION_ANSWER_RE
 from conversations.errors import NotFound
@@ -71,6 +71,28 @@ def session_find(*, user_id: int, agent_id: int, chat_id: str) -> Session | None
 
 def agent_list() -> QuerySet[Agent]:
     return Agent.objects.order_by("slug")
+
+
+def turn_prompt_subquery(message_field: str) -> Subquery:
+    """For an annotation: the id of the prompt that started the turn of the message the field
+    `message_field` points at (a turn's first message: the person's prompt), or null."""
+    return Subquery(
+        Message.objects.filter(
+            session_id=OuterRef(f"{message_field}__session_id"), id__lte=OuterRef(message_field), is_turn_start=True
+        )
+        .order_by("-id")
+        .values("id")[:1]
+    )
+
+
+def turn_prompt_id(*, message: Message) -> int | None:
+    """The id of the prompt that started `message`'s turn (itself, for a prompt), or None."""
+    return (
+        Message.objects.filter(session_id=message.session_id, id__lte=message.pk, is_turn_start=True)
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
 
 
 def history_page(*, session: Session, limit: int, before: int | None) -> tuple[list, bool]:

@@ -11,7 +11,7 @@ from ninja import Query, Router, Status
 
 from conversations.models import Session
 from conversations.schemas import ErrorOut
-from conversations.selectors import session_get, session_require
+from conversations.selectors import session_get, session_require, turn_prompt_id
 from memory.models import NoteAuthor, NoteScope
 from memory.notes.paths import NOTE_VERSIONS_KEPT, NoteMissing, scope_of
 from memory.notes.schemas import (
@@ -39,9 +39,12 @@ SAVE_ERRORS = dict.fromkeys((401, 403, 404, 409, 413, 422), ErrorOut)
 def _source(item: Any) -> dict[str, Any]:
     message = item.source_message
     if message is None:
-        return {"source_message_id": None, "source_agent": None, "source_chat_id": None}
+        return {"source_message_id": None, "source_prompt_id": None, "source_agent": None, "source_chat_id": None}
+    # Annotated by the selectors that list notes and versions; looked up for a single note.
+    prompt_id = getattr(item, "source_prompt_id", None) or turn_prompt_id(message=message)
     return {
         "source_message_id": message.pk,
+        "source_prompt_id": prompt_id,
         "source_agent": message.session.agent.slug,
         "source_chat_id": message.session.chat_id,
     }

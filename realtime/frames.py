@@ -134,12 +134,13 @@ class SourceOut(BaseModel):
     chat_id: str
     role: Literal["user", "assistant"]
     created_at: datetime
+    snippet: str = Field(description="What the message said, as one line of plain text (not HTML).")
 
 
 class AssistantMessageFrame(_ServerFrame):
     """The turn's reply when the turn ends (`message_id` null when nothing was said); `sources`: the
-    archived messages its memory tools cited, `[{"id", "agent", "chat_id", "role", "created_at"}]`, as in
-    `GET /history`."""
+    archived messages its memory tools cited, `[{"id", "agent", "chat_id", "role", "created_at",
+    "snippet"}]`, as in `GET /history`."""
 
     type: Literal["assistant_message"] = "assistant_message"
     text: str

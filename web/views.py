@@ -15,7 +15,9 @@ from conversations.refs import CHAT_ID_RE, DEFAULT_AGENT, DEFAULT_CHAT_ID
 from conversations.selectors import agent_get
 from memory.notes.paths import NOTE_MAX_BYTES
 from realtime.limits import MAX_FRAME_BYTES
+from web.models import Theme
 from web.routing import websocket_urlpatterns
+from web.services import preferences_get
 
 # Python-only regex syntax, and what a JavaScript RegExp (no flags) reads the same way.
 _PYTHON_ONLY = ((r"\A", "^"), (r"\Z", "$"), ("(?P<", "(?<"))
@@ -43,9 +45,9 @@ def socket_path() -> str:
     return reverse("socket", urlconf=tuple(websocket_urlpatterns))
 
 
-def page_config(*, user, default_agent: Agent | None) -> dict[str, Any]:
+def page_config(*, user, default_agent: Agent | None, theme: str = Theme.SYSTEM) -> dict[str, Any]:
     """Everything the page script needs, handed over with json_script (never interpolated into JS):
-    the API paths it calls, the server's limits and enumerations it follows."""
+    the API paths it calls, the server's limits and enumerations it follows, the person's preferences."""
     return {
         "user": {"username": user.get_username(), "name": user.get_full_name() or user.get_username()},
         "defaultAgent": DEFAULT_AGENT,
@@ -62,6 +64,7 @@ def page_config(*, user, default_agent: Agent | None) -> dict[str, Any]:
             "notes": reverse("api:notes_list"),
             "noteVersions": reverse("api:notes_versions"),
             "noteRestore": reverse("api:notes_restore"),
+            "preferences": reverse("api:preferences"),
             "socket": socket_path(),
         },
         "limits": {
@@ -71,14 +74,22 @@ def page_config(*, user, default_agent: Agent | None) -> dict[str, Any]:
             "noteBytes": NOTE_MAX_BYTES,
         },
         "toastLevels": list(NOTIFICATION_LEVELS),
+        # Hosts images in Markdown may load from (the page's Content-Security-Policy allows the same).
+        "mediaHosts": list(settings.BUDDY_MEDIA_HOSTS),
+        "preferences": {"theme": theme, "themes": list(Theme.values)},
     }
 
 
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     default_agent = agent_get(slug=DEFAULT_AGENT)
-    config = page_config(user=request.user, default_agent=default_agent)
+    theme = preferences_get(user=request.user).theme
+    config = page_config(user=request.user, default_agent=default_agent, theme=theme)
     context = {
+        # On <html> as the page is served, so the first paint is already in the chosen theme.
+        "color_scheme": "" if theme == Theme.SYSTEM else theme,
+        "theme": theme,
+        "theme_choices": Theme.choices,
         "offline": config["offline"],
         "config": config,
         "user_display_name": config["user"]["name"],

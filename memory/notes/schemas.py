@@ -97,6 +97,9 @@ class NoteOut(Schema):
     updated_at: datetime
     updated_by: Literal["model", "user"]
     source_message_id: int | None = Field(description="The message whose tool call last changed it (model changes).")
+    source_prompt_id: int | None = Field(
+        description="The prompt that started that message's turn: the person's message the change came from."
+    )
     source_agent: str | None = Field(description="The agent of the chat that message is in.")
     source_chat_id: str | None = Field(description="The chat that message is in (a profile note: any of the user's).")
 
@@ -113,6 +116,7 @@ class NoteVersionOut(Schema):
     before: str | None = Field(description="The text before the change; null when it created the note.")
     after: str | None = Field(description="The text after the change; null when it deleted the note.")
     source_message_id: int | None
+    source_prompt_id: int | None
     source_agent: str | None
     source_chat_id: str | None
 

@@ -7,6 +7,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from conversations.content import estimate_tokens
 from conversations.models import Session
+from conversations.selectors import turn_prompt_subquery
 from memory.models import Note, NoteScope, NoteVersion
 from memory.notes.paths import PROFILE_DIR, ROOT
 from memory.notes.services import notes_of
@@ -20,6 +21,7 @@ def notes_both(*, user: AbstractBaseUser, session: Session | None) -> dict[str, 
         scope: list(
             notes_of(user=user, session=session, scope=scope)
             .select_related("source_message__session__agent")
+            .annotate(source_prompt_id=turn_prompt_subquery("source_message"))
             .order_by("path")
         )
         for scope in (NoteScope.CHAT, NoteScope.PROFILE)
@@ -36,7 +38,11 @@ def note_versions_page(
         versions = versions.filter(session=session) if session is not None else versions.none()
     if before is not None:
         versions = versions.filter(id__lt=before)
-    page = list(versions.select_related("source_message__session__agent").order_by("-id")[: limit + 1])
+    page = list(
+        versions.select_related("source_message__session__agent")
+        .annotate(source_prompt_id=turn_prompt_subquery("source_message"))
+        .order_by("-id")[: limit + 1]
+    )
     more = len(page) > limit
     page = page[:limit]
     return page, (page[-1].pk if more else None)

@@ -15,10 +15,12 @@ import { ERROR_TITLES, describeError, errorNotice } from "./errors.js";
 import { frameRouter } from "./frames.js";
 import { HistoryPager } from "./history.js";
 import { ConversationLog } from "./log.js";
+import { configureMarkdown } from "./markdown.js";
 import { MemoryView } from "./memory.js";
 import { Place } from "./place.js";
 import { ReconnectingSocket, socketUrl } from "./socket.js";
 import { asText } from "./text.js";
+import { ThemePicker } from "./theme.js";
 import { Toaster } from "./toasts.js";
 import { LiveTurn } from "./turn.js";
 
@@ -43,6 +45,15 @@ class BuddyApp {
     this.api = api;
     const toaster = new Toaster(dom.toasts, config.toastLevels);
     const notify = (text, level) => toaster.show(text, level);
+    // Reading (issue 31): images in Markdown only from the hosts the page's policy allows; the theme.
+    configureMarkdown({ mediaHosts: config.mediaHosts ?? [] });
+    this.theme = new ThemePicker({
+      api,
+      url: urls.preferences,
+      theme: config.preferences?.theme ?? "system",
+      notify,
+      select: dom.themeSelect,
+    });
 
     this.connection = new ConnectionStatus(dom.connection, { onRetry: () => this.socket.reconnect() });
     this.socket = new ReconnectingSocket(() => socketUrl(window.location, urls.socket, { agent: place.agent.id, chatId: place.chatId }), {
@@ -340,6 +351,7 @@ function collectDom() {
   return {
     toasts: byId("toasts"),
     agentSelect: byId("agent"),
+    themeSelect: byId("theme-choice"),
     connection: { pill: byId("connection"), text: byId("connection-text"), retry: byId("reconnect-now") },
     composer: {
       composer: byId("composer"),

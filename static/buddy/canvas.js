@@ -1,12 +1,13 @@
 // Draws the canvas state (see reducer.js) into its region: each element an <article> headed by its
 // title. Model-provided strings only ever reach the page through textContent, attribute values we
-// check, or the safe Markdown subset — never as HTML.
+// check, or sanitised Markdown (markdown.js) — never as HTML.
 //
 // Rendering is keyed by element id: an element whose fields did not change keeps its DOM node, so a
 // playing video, a focused button or a scrolled table survive unrelated canvas changes.
 
 import { renderChart } from "./chart.js";
 import { renderMarkdown } from "./markdown.js";
+import { safeMediaUrl } from "./urls.js";
 
 const TYPE_LABELS = {
   card: "Card",
@@ -36,19 +37,6 @@ function asText(value) {
   if (typeof value === "string") return value;
   if (typeof value === "number" || typeof value === "boolean") return String(value);
   return JSON.stringify(value);
-}
-
-/** Same-origin paths and http(s) addresses only: no javascript:, data: or protocol-relative URLs. */
-// The server's rule (canvas/elements.py): a path on this site starting with one "/" that no second
-// "/" or "\\" follows (browsers read "\\" as "/"), with no backslash, whitespace or control character;
-// or an https URL, whose host the page's Content-Security-Policy must allow too.
-const SAME_SITE_PATH = /^\/(?![\/\\])[^\\\s\u0000-\u001f\u007f]*$/;
-const HTTPS_URL = /^https:\/\/[^\\\s\u0000-\u001f\u007f]+$/i;
-
-export function safeMediaUrl(url) {
-  if (typeof url !== "string") return null;
-  if (SAME_SITE_PATH.test(url) || HTTPS_URL.test(url)) return url;
-  return null;
 }
 
 function article(element, headingText, { hideHeading = false } = {}) {
@@ -81,8 +69,10 @@ function renderCard(element) {
 function renderText(element) {
   const title = asText(element.title);
   const node = article(element, title || "Text", { hideHeading: !title });
-  // Shown as text: whitespace kept, nothing interpreted.
-  node.append(el("div", { className: "el-body el-plain", text: asText(element.content) }));
+  // Markdown, as a card's body: tables, code and emphasis render; raw HTML stays text.
+  const body = el("div", { className: "el-body prose" });
+  body.append(renderMarkdown(asText(element.content)));
+  node.append(body);
   return node;
 }
 

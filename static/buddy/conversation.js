@@ -1,9 +1,12 @@
 // The conversation log: chat bubbles built from archived messages (raw Anthropic content blocks)
-// and from live frames. User text is shown as typed; assistant text through the safe Markdown
-// subset; tool calls as small chips. Nothing from a message is ever parsed as HTML.
+// and from live frames. User text is shown as typed; assistant text as sanitised Markdown
+// (markdown.js); tool calls as small chips. Nothing from a message is ever parsed as HTML.
+// Each message is an <article> headed (for a screen reader) by who wrote it and when; under its
+// bubble, its time and a Copy button.
 
+import { copyButton } from "./copy.js";
 import { renderMarkdown } from "./markdown.js";
-import { sourceLink } from "./sources.js";
+import { addSourceList } from "./sources.js";
 
 function el(name, className, text) {
   const node = document.createElement(name);
@@ -25,12 +28,63 @@ function textOf(blocks) {
 }
 
 const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+const clockFormat = new Intl.DateTimeFormat(undefined, { timeStyle: "short" });
+let headingCounter = 0;
 
-/** The time tooltip of a message row: when it was archived (now, for a message that just arrived). */
+/** The text a message row's Copy button copies: what was typed, or the reply's Markdown source. */
+const copyTexts = new WeakMap();
+
+/**
+ * A message row: an <article> named by a visually hidden heading ("You, 2:24 PM") that a screen
+ * reader can jump to, and `main`, which holds the bubble and, below it, the time and a Copy button.
+ */
+function messageRow(className, who, { copy = null } = {}) {
+  const row = el("article", className);
+  headingCounter += 1;
+  const heading = el("h4", "visually-hidden msg-heading");
+  heading.id = `msg-heading-${headingCounter}`;
+  row.setAttribute("aria-labelledby", heading.id);
+  row.dataset.who = who;
+  const main = el("div", "msg-main");
+  const meta = el("div", "msg-meta");
+  const time = el("time", "msg-time");
+  meta.append(time);
+  // Named for what it copies ("Copy reply", "Copy prompt"), never just "message": the message box is "Message".
+  if (copy) meta.append(copyButton(copy, () => copyTexts.get(row) ?? "", "copy-button msg-copy"));
+  row.append(heading, main);
+  main.append(meta);
+  relabel(row);
+  return { row, main, meta };
+}
+
+/** Re-writes a row's heading from who wrote it and when (after either changed). */
+function relabel(row) {
+  const heading = row.querySelector(":scope > .msg-heading");
+  if (!heading) return;
+  const time = row.querySelector(".msg-time")?.textContent;
+  heading.textContent = time ? `${row.dataset.who}, ${time}` : row.dataset.who;
+}
+
+/** The name a reply is headed by: the agent's, after its details arrived. */
+export function setAuthor(row, who) {
+  row.dataset.who = who;
+  relabel(row);
+}
+
+/** When a message row was archived (now, for a message that just arrived): its time shown under the
+ * bubble, the full date as its tooltip, and the day the log's separators group it by. */
 export function stamp(node, createdAt) {
   if (!createdAt) return;
   const date = new Date(createdAt);
-  if (!Number.isNaN(date.getTime())) node.title = timeFormat.format(date);
+  if (Number.isNaN(date.getTime())) return;
+  node.title = timeFormat.format(date);
+  node.dataset.createdAt = date.toISOString();
+  const time = node.querySelector(".msg-time");
+  if (time) {
+    time.dateTime = date.toISOString();
+    time.textContent = clockFormat.format(date);
+  }
+  relabel(node);
 }
 
 // `[confirmation ID: confirmed|declined]`, and on a second line what the answer did, when the server says.
@@ -54,22 +108,21 @@ export function addToolChip(row, name) {
   if (!list) {
     list = el("ul", "msg-tools");
     list.setAttribute("aria-label", "Tools used");
-    main.append(list);
+    main.insertBefore(list, main.querySelector(":scope > .msg-meta"));
   }
   list.append(chip(toolLabel(name)));
 }
 
 /** A row of failed tool calls (the results of one round), as a reloaded turn shows it. */
 export function toolFailureRow(messageId = null) {
-  const row = el("div", "msg msg-assistant msg-tools-only msg-tool-failures");
+  const { row, main } = messageRow("msg msg-assistant msg-tools-only msg-tool-failures", "Tool results");
   if (messageId !== null) row.dataset.messageId = String(messageId);
   const spacer = el("div", "msg-avatar msg-avatar-spacer");
   spacer.setAttribute("aria-hidden", "true");
   const list = el("ul", "msg-tools");
   list.setAttribute("aria-label", "Tool results");
-  const main = el("div", "msg-main");
-  main.append(list);
-  row.append(spacer, main);
+  main.prepend(list);
+  row.insertBefore(spacer, main);
   return row;
 }
 
@@ -86,10 +139,10 @@ const KIND_LABELS = { confirmation: "Confirmation answer", scheduled: "Scheduled
  * `kind` says what started the turn: `typed`, or `confirmation` / `scheduled`, which are labelled so.
  */
 export function userMessage(text, { messageId = null, pending = false, createdAt = null, kind = "typed" } = {}) {
-  const row = el("div", "msg msg-user");
+  const label = KIND_LABELS[kind];
+  const { row, main } = messageRow("msg msg-user", label ?? "You", { copy: "prompt" });
   if (messageId !== null) row.dataset.messageId = String(messageId);
   if (pending) row.dataset.pending = "true";
-  const label = KIND_LABELS[kind];
   if (label) row.dataset.kind = kind;
   const bubble = el("div", "msg-bubble");
   let shown = text;
@@ -98,54 +151,43 @@ export function userMessage(text, { messageId = null, pending = false, createdAt
     shown = `${answer[2] === "confirmed" ? "✓ Confirmed" : "✕ Declined"} (${answer[1]})`;
     if (answer[3]) shown += ` — ${answer[3]}`;
   }
-  if (label) {
-    const badge = el("span", "msg-kind", label);
-    bubble.append(badge, el("span", "visually-hidden", ": "));
-  } else {
-    bubble.append(el("span", "visually-hidden", "You: "));
-  }
+  if (label) bubble.append(el("span", "msg-kind", label), el("span", "visually-hidden", ": "));
   const body = el("span", "msg-text", shown);
   if (answer) body.dataset.raw = text;
   bubble.append(body);
-  row.append(bubble);
+  main.prepend(bubble);
+  copyTexts.set(row, shown);
   stamp(row, createdAt);
   return row;
 }
 
-/** An assistant's bubble (text through the safe Markdown subset) with its tool chips. */
+/** An assistant's bubble (text as sanitised Markdown) with its tool chips. */
 export function assistantMessage(agent, text, { messageId = null, tools = [], streaming = false, createdAt = null } = {}) {
-  const row = el("div", "msg msg-assistant");
+  const { row, main, meta } = messageRow("msg msg-assistant", agent?.name || "Assistant", { copy: "reply" });
   if (messageId !== null) row.dataset.messageId = String(messageId);
   const avatar = el("div", "msg-avatar", agent?.avatar || "🤖");
   avatar.setAttribute("aria-hidden", "true");
-  const main = el("div", "msg-main");
   const bubble = el("div", "msg-bubble");
-  const who = el("span", "visually-hidden", `${agent?.name || "Assistant"}: `);
   const body = el("div", "msg-text prose");
-  bubble.append(who, body);
-  main.append(bubble);
-  row.append(avatar, main);
+  bubble.append(body);
+  main.insertBefore(bubble, meta);
+  row.insertBefore(avatar, main);
   setAssistantText(row, text, { streaming });
   if (tools.length) {
     const list = el("ul", "msg-tools");
     list.setAttribute("aria-label", "Tools used");
     for (const name of tools) list.append(chip(toolLabel(name)));
-    main.append(list);
+    main.insertBefore(list, meta);
   }
   stamp(row, createdAt);
   return row;
 }
 
-/** Under a reply that drew on the archive (memory tools): a link to each message it used. */
+/** Under a reply that drew on the archive (memory tools): the messages it used, readable (sources.js). */
 export function addSources(row, sources) {
   if (!Array.isArray(sources) || !sources.length || row.querySelector(".msg-sources")) return;
-  const box = el("p", "msg-sources");
-  box.append(el("span", "msg-sources-label", "From the archive:"));
-  for (const source of sources) {
-    if (!source || typeof source.id !== "number") continue;
-    box.append(" ", sourceLink(source));
-  }
-  row.querySelector(".msg-main").append(box);
+  const main = row.querySelector(".msg-main");
+  addSourceList(main, sources, main.querySelector(":scope > .msg-meta"));
 }
 
 /** Replaces an assistant bubble's text; while streaming, an empty text shows a typing indicator. */
@@ -155,6 +197,8 @@ export function setAssistantText(row, text, { streaming = false } = {}) {
   row.classList.toggle("is-streaming", streaming);
   if (streaming) row.setAttribute("aria-busy", "true");
   else row.removeAttribute("aria-busy");
+  copyTexts.set(row, text || "");
+  row.querySelector(".msg-copy")?.toggleAttribute("hidden", !text || streaming);
   if (!text && streaming) {
     const dots = el("span", "typing");
     dots.setAttribute("aria-label", "Writing a reply");

@@ -5,6 +5,34 @@ import { noticeMessage } from "./conversation.js";
 
 const PAGE_SIZE = 50;
 
+/** A message row the keyboard can be put on (not in the Tab order). */
+function focusRow(row, { preventScroll = false } = {}) {
+  if (!row) return;
+  row.tabIndex = -1;
+  row.focus({ preventScroll });
+}
+
+function previousRow(row) {
+  let node = row?.previousElementSibling ?? null;
+  while (node && !node.classList.contains("msg")) node = node.previousElementSibling;
+  return node;
+}
+
+/**
+ * The message a link opened the page at: marked with a visible label, scrolled to the middle and
+ * given the keyboard's focus, so reading starts there.
+ */
+function markLinked(row, messageId) {
+  row.classList.add("is-linked");
+  row.id = `message-${messageId}`;
+  const marker = document.createElement("p");
+  marker.className = "linked-marker";
+  marker.textContent = "Opened at this message";
+  row.querySelector(".msg-main")?.prepend(marker);
+  row.scrollIntoView({ block: "center" });
+  focusRow(row, { preventScroll: true });
+}
+
 export class HistoryPager {
   /**
    * `url`: the API's history path; `log`: the ConversationLog; `place`: the chat shown;
@@ -72,9 +100,7 @@ export class HistoryPager {
     this.dom.backToLatest.hidden = around === null;
     const target = around === null ? null : this.log.rowOf(around);
     if (target) {
-      target.classList.add("is-linked");
-      target.id = `message-${around}`;
-      target.scrollIntoView({ block: "center" });
+      markLinked(target, around);
     } else {
       this.log.scrollToBottom(true);
     }
@@ -91,28 +117,39 @@ export class HistoryPager {
     this.dom.loadEarlier.hidden = this.nextBefore === null;
   }
 
+  firstRow() {
+    return this.dom.logScroll.querySelector("#conversation > .msg");
+  }
+
   async loadEarlier() {
     if (this.nextBefore === null || this.loadingEarlier) return;
     const generation = this.generation;
     this.loadingEarlier = true;
     const button = this.dom.loadEarlier;
     button.textContent = "Loading earlier messages…";
-    button.disabled = true;
+    // aria-disabled, not disabled: a disabled button drops the keyboard's focus to the page's body.
+    button.setAttribute("aria-disabled", "true");
     try {
       const page = await this.fetchPage(this.nextBefore);
       if (generation !== this.generation) return;
       const scroller = this.dom.logScroll;
+      const oldTop = this.firstRow();
       // Keep what the reader is looking at in place while older messages appear above it.
       const fromBottom = scroller.scrollHeight - scroller.scrollTop;
       this.log.prependMessages(page.messages);
       scroller.scrollTop = scroller.scrollHeight - fromBottom;
+      const hadFocus = document.activeElement === button; // hiding the button below drops it
       this.setNextBefore(page.next_before);
+      if (hadFocus && button.hidden) {
+        // Nothing older: the keyboard goes on at the newest message the button brought.
+        focusRow(previousRow(oldTop) ?? this.firstRow());
+      }
     } catch {
       // The button stays, so the reader can try again.
     } finally {
       this.loadingEarlier = false;
       button.textContent = "Load earlier messages";
-      button.disabled = false;
+      button.removeAttribute("aria-disabled");
     }
   }
 }

@@ -1,8 +1,35 @@
 // The conversation log: its rows, which messages it already shows (a page of history and a live
-// frame never show one message twice), its empty state, and the scrolling that keeps the newest
+// frame never show one message twice), its empty state, a heading for each day ("Today",
+// "Yesterday", a date) above that day's first message, and the scrolling that keeps the newest
 // message in view while the reader is near it.
 
-import { historyMessage } from "./conversation.js";
+import { historyMessage, setAuthor } from "./conversation.js";
+
+const relativeDays = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+const dayFormat = new Intl.DateTimeFormat(undefined, { weekday: "long", month: "long", day: "numeric" });
+const dayYearFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "full" });
+
+function dayKey(date) {
+  return `${date.getFullYear()}-${date.getMonth() + 1}-${date.getDate()}`;
+}
+
+/** "Today", "Yesterday" (in the reader's language), or the date: the year only when it is not this one. */
+export function dayLabel(date, now = new Date()) {
+  const midnight = (value) => new Date(value.getFullYear(), value.getMonth(), value.getDate()).getTime();
+  const daysAgo = Math.round((midnight(now) - midnight(date)) / 86_400_000);
+  if (daysAgo === 0 || daysAgo === 1) {
+    const words = relativeDays.format(-daysAgo, "day");
+    return words.charAt(0).toLocaleUpperCase() + words.slice(1);
+  }
+  return (date.getFullYear() === now.getFullYear() ? dayFormat : dayYearFormat).format(date);
+}
+
+/** The day a row's message was written on (its local date), or null for a row not archived yet. */
+function dayOf(row) {
+  if (!row.dataset.createdAt) return null;
+  const date = new Date(row.dataset.createdAt);
+  return Number.isNaN(date.getTime()) ? null : date;
+}
 
 export class ConversationLog {
   /** dom: `log`, `logScroll`, `emptyConversation`, `emptyAgentName`; `place` says whose rows these are. */
@@ -48,6 +75,46 @@ export class ConversationLog {
 
   insertBefore(row, before) {
     this.dom.log.insertBefore(row, before);
+    this.updateDays();
+  }
+
+  /**
+   * One day heading above the first message of each day. Headings that are still right stay as they
+   * are (the log is a live region: a heading written again would be announced again).
+   */
+  updateDays() {
+    const log = this.dom.log;
+    const now = new Date();
+    let lastDay = null;
+    let waiting = null; // a heading met above the next dated row
+    for (const node of [...log.children]) {
+      if (node.classList.contains("day-separator")) {
+        waiting?.remove();
+        waiting = node;
+        continue;
+      }
+      const date = dayOf(node);
+      if (date === null) continue;
+      const key = dayKey(date);
+      if (key !== lastDay) {
+        const label = dayLabel(date, now);
+        if (waiting && waiting.dataset.day === key) {
+          if (waiting.textContent !== label) waiting.textContent = label;
+        } else {
+          waiting?.remove();
+          const heading = document.createElement("h3");
+          heading.className = "day-separator";
+          heading.dataset.day = key;
+          heading.textContent = label;
+          log.insertBefore(heading, node);
+        }
+        lastDay = key;
+      } else {
+        waiting?.remove();
+      }
+      waiting = null;
+    }
+    waiting?.remove();
   }
 
   /** Archived messages above what the log shows, skipping any it shows already. */
@@ -89,6 +156,7 @@ export class ConversationLog {
   }
 
   updateEmpty() {
+    this.updateDays();
     const empty = this.dom.log.children.length === 0 && !this.dom.logScroll.hasAttribute("aria-busy");
     this.dom.emptyConversation.hidden = !empty;
     this.dom.emptyAgentName.textContent = this.place.agent.name || "Buddy";
@@ -98,6 +166,7 @@ export class ConversationLog {
   refreshAgentBubbles() {
     for (const avatar of this.dom.log.querySelectorAll(".msg-assistant .msg-avatar:not(.msg-avatar-spacer)")) {
       avatar.textContent = this.place.agent.avatar || "🤖";
+      setAuthor(avatar.closest(".msg"), this.place.agent.name || "Assistant");
     }
     this.updateEmpty();
   }

@@ -1,186 +1,151 @@
-// A tiny, safe Markdown subset for model output: paragraphs, **bold**, *em*, `code`, fenced code
-// blocks, bullet and numbered lists, headings, and links to http(s) addresses only. Everything is
-// built with createElement/textContent: model text is never parsed as HTML, so `<script>` or
-// `onerror=` in a reply is shown as the characters it is.
+// Markdown from the model (replies, cards, canvas text) as safe DOM, through vendored libraries
+// (static/buddy/vendor/README.md): marked parses GitHub-flavoured Markdown (tables, fenced code, task
+// lists, autolinks), highlight.js colours code in the languages registered below, DOMPurify keeps only
+// an allow-list of elements and attributes. Model output is never interpreted as HTML: raw HTML in the
+// Markdown is written out as the characters it is before anything is parsed as HTML, and DOMPurify
+// then removes whatever else is not on the list (no `style`, no event handler, links only to
+// http(s), mailto or this site, images only from this site or BUDDY_MEDIA_HOSTS).
 
-const SAFE_URL = /^https?:\/\/[^\s]+$/i;
+import { copyButton } from "./copy.js";
+import { isExternal, safeImageUrl, safeLinkUrl } from "./urls.js";
+import DOMPurify from "./vendor/dompurify/purify.es.mjs";
+import hljs from "./vendor/highlight.js/core.min.js";
+import bash from "./vendor/highlight.js/languages/bash.min.js";
+import css from "./vendor/highlight.js/languages/css.min.js";
+import diff from "./vendor/highlight.js/languages/diff.min.js";
+import javascript from "./vendor/highlight.js/languages/javascript.min.js";
+import json from "./vendor/highlight.js/languages/json.min.js";
+import markdown from "./vendor/highlight.js/languages/markdown.min.js";
+import plaintext from "./vendor/highlight.js/languages/plaintext.min.js";
+import python from "./vendor/highlight.js/languages/python.min.js";
+import shell from "./vendor/highlight.js/languages/shell.min.js";
+import sql from "./vendor/highlight.js/languages/sql.min.js";
+import typescript from "./vendor/highlight.js/languages/typescript.min.js";
+import xml from "./vendor/highlight.js/languages/xml.min.js";
+import yaml from "./vendor/highlight.js/languages/yaml.min.js";
+import { Marked } from "./vendor/marked/marked.esm.js";
 
-export function isSafeUrl(url) {
-  return typeof url === "string" && SAFE_URL.test(url.trim());
+const LANGUAGES = { bash, css, diff, javascript, json, markdown, plaintext, python, shell, sql, typescript, xml, yaml };
+for (const [name, grammar] of Object.entries(LANGUAGES)) hljs.registerLanguage(name, grammar);
+
+const LANGUAGE_LABEL_CHARS = 40;
+let mediaHosts = [];
+
+/** The hosts (BUDDY_MEDIA_HOSTS) images in Markdown may load from, besides this site. */
+export function configureMarkdown({ mediaHosts: hosts = [] } = {}) {
+  mediaHosts = hosts.map((host) => String(host).toLowerCase());
 }
 
-function link(text, url) {
-  const anchor = document.createElement("a");
-  anchor.href = url;
-  anchor.rel = "noopener noreferrer nofollow";
-  anchor.target = "_blank";
-  anchor.textContent = text;
-  return anchor;
+const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+function escapeHtml(text) {
+  return String(text).replace(/[&<>"']/g, (char) => ESCAPES[char]);
 }
 
-// One alternation, tried left to right at each position: code first so that nothing inside
-// backticks is interpreted, then links, bold, emphasis and bare addresses.
-const INLINE = new RegExp(
-  [
-    "`([^`\\n]+)`", // 1 code
-    "\\[([^\\]\\n]+)\\]\\(([^)\\s]+)\\)", // 2 text, 3 url
-    "\\*\\*([^\\n]+?)\\*\\*", // 4 bold
-    "(?<![\\w])__([^\\n]+?)__(?![\\w])", // 5 bold
-    "\\*([^*\\s](?:[^*\\n]*[^*\\s])?)\\*", // 6 em
-    "(?<![\\w])_([^_\\s](?:[^_\\n]*[^_\\s])?)_(?![\\w])", // 7 em
-    "(https?:\\/\\/[^\\s<>()]+[^\\s<>().,;:!?'\"])", // 8 bare url
-  ].join("|"),
-  "g",
-);
-
-/** Inline Markdown of one line or paragraph into `parent`, as text nodes and a few safe elements. */
-export function appendInline(parent, text) {
-  let last = 0;
-  // matchAll works on a copy of the regex, so the recursion for bold and em cannot disturb it.
-  for (const match of text.matchAll(INLINE)) {
-    if (match.index > last) parent.append(text.slice(last, match.index));
-    const [whole, code, linkText, linkUrl, bold, bold2, em, em2, bare] = match;
-    if (code !== undefined) {
-      const node = document.createElement("code");
-      node.textContent = code;
-      parent.append(node);
-    } else if (linkText !== undefined) {
-      if (isSafeUrl(linkUrl)) parent.append(link(linkText, linkUrl));
-      else parent.append(whole);
-    } else if (bold !== undefined || bold2 !== undefined) {
-      const node = document.createElement("strong");
-      appendInline(node, bold ?? bold2);
-      parent.append(node);
-    } else if (em !== undefined || em2 !== undefined) {
-      const node = document.createElement("em");
-      appendInline(node, em ?? em2);
-      parent.append(node);
-    } else if (bare !== undefined) {
-      parent.append(link(bare, bare));
-    }
-    last = match.index + whole.length;
-  }
-  if (last < text.length) parent.append(text.slice(last));
+function attribute(name, value) {
+  return value ? ` ${name}="${escapeHtml(value)}"` : "";
 }
 
-function appendLines(parent, lines) {
-  lines.forEach((line, index) => {
-    if (index > 0) parent.append(document.createElement("br"));
-    appendInline(parent, line);
-  });
+/** The registered highlight.js language a fence's info string names (`js`, `Python`, `sh` …), or "". */
+function languageOf(info) {
+  const name = (info || "").trim().split(/\s+/)[0].toLowerCase();
+  const language = name ? hljs.getLanguage(name) : undefined;
+  return language ? name : "";
 }
 
-const FENCE = /^\s*(```|~~~)\s*([\w+-]*)\s*$/;
-const BULLET = /^\s*[-*+]\s+(.*)$/;
-const NUMBERED = /^\s*(\d{1,9})[.)]\s+(.*)$/;
-const HEADING = /^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
-const QUOTE = /^\s*>\s?(.*)$/;
+const renderer = {
+  // Raw HTML (a block or a tag inside a line) is text: `<script>` shows as the characters it is.
+  html({ text, block }) {
+    return block ? `<p>${escapeHtml(text.trim())}</p>` : escapeHtml(text);
+  },
+  // Headings inside a chat bubble or a card stay small: a strong paragraph, not a page-level heading
+  // (the page's own headings are what a screen reader navigates by).
+  heading({ tokens, depth }) {
+    return `<p class="md-heading md-h${depth}"><strong>${this.parser.parseInline(tokens)}</strong></p>\n`;
+  },
+  code({ text, lang }) {
+    const language = languageOf(lang);
+    const body = language ? hljs.highlight(text, { language, ignoreIllegals: true }).value : escapeHtml(text);
+    const label = (lang || "").trim().split(/\s+/)[0].slice(0, LANGUAGE_LABEL_CHARS);
+    const className = language ? `hljs language-${language}` : "hljs";
+    return `<pre><code class="${className}"${attribute("data-language", label)}>${body}</code></pre>\n`;
+  },
+  checkbox({ checked }) {
+    return checked ? "☑ " : "☐ ";
+  },
+  link({ href, title, tokens }) {
+    const inner = this.parser.parseInline(tokens);
+    const url = safeLinkUrl(href);
+    if (!url) return inner; // a javascript: or data: link is its text, not a link
+    return `<a${attribute("href", url)}${attribute("title", title)}>${inner}</a>`;
+  },
+  image({ href, title, text }) {
+    const source = safeImageUrl(href, mediaHosts);
+    if (source) return `<img${attribute("src", source)}${attribute("alt", text)}${attribute("title", title)} loading="lazy">`;
+    // An image from a host the page may not load from: a link to it (when it is one), never a request.
+    const url = safeLinkUrl(href);
+    return url ? `<a${attribute("href", url)}>${escapeHtml(text || url)}</a>` : escapeHtml(text);
+  },
+};
+
+const parser = new Marked({ gfm: true, breaks: true, async: false });
+parser.use({ renderer });
+
+const purifier = DOMPurify(window);
+purifier.addHook("afterSanitizeAttributes", (node) => {
+  if (node.tagName !== "A" || !node.hasAttribute("href")) return;
+  node.setAttribute("rel", "noopener noreferrer");
+  if (isExternal(node.getAttribute("href"))) node.setAttribute("target", "_blank");
+});
+
+const PURIFY = {
+  ALLOWED_TAGS: [
+    "a", "blockquote", "br", "code", "del", "em", "hr", "img", "li", "ol", "p", "pre", "span", "strong",
+    "table", "tbody", "td", "th", "thead", "tr", "ul",
+  ],
+  ALLOWED_ATTR: ["align", "alt", "class", "data-language", "href", "loading", "src", "start", "title"],
+  // Attributes whose value is not an address: not held to ALLOWED_URI_REGEXP below.
+  ADD_URI_SAFE_ATTR: ["align", "data-language", "loading", "start"],
+  ALLOW_DATA_ATTR: false,
+  ALLOW_ARIA_ATTR: false,
+  // Links: http(s), mailto, or a path on this site ("/x", never "//host" or "/\host").
+  ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|\/(?![/\\]))/i,
+  RETURN_DOM_FRAGMENT: true,
+};
+
+/** A fenced code block with a header: the language it says it is, and a Copy button. */
+function decorateCode(pre) {
+  const code = pre.querySelector("code");
+  const block = document.createElement("div");
+  block.className = "code-block";
+  const head = document.createElement("div");
+  head.className = "code-head";
+  const label = document.createElement("span");
+  label.className = "code-lang";
+  label.textContent = code?.dataset.language || "code";
+  head.append(label, copyButton("code", () => code?.textContent ?? pre.textContent, "copy-button code-copy"));
+  pre.replaceWith(block);
+  // Focusable, so a keyboard can scroll a long line into view.
+  pre.tabIndex = 0;
+  block.append(head, pre);
+}
+
+/** A table scrolls sideways on its own when it is wider than the bubble or the card. */
+function decorateTable(table) {
+  const wrap = document.createElement("div");
+  wrap.className = "md-table";
+  wrap.tabIndex = 0;
+  wrap.setAttribute("role", "group");
+  wrap.setAttribute("aria-label", "Table (scrollable)");
+  table.replaceWith(wrap);
+  wrap.append(table);
+}
 
 /** Markdown text to a DocumentFragment of safe elements. Non-strings render as nothing. */
 export function renderMarkdown(source) {
-  const fragment = document.createDocumentFragment();
-  if (typeof source !== "string" || source === "") return fragment;
-  const lines = source.replace(/\r\n?/g, "\n").split("\n");
-  let index = 0;
-
-  while (index < lines.length) {
-    const line = lines[index];
-
-    if (line.trim() === "") {
-      index += 1;
-      continue;
-    }
-
-    const fence = line.match(FENCE);
-    if (fence) {
-      const body = [];
-      index += 1;
-      while (index < lines.length && !(lines[index].match(FENCE) && lines[index].trim().startsWith(fence[1]))) {
-        body.push(lines[index]);
-        index += 1;
-      }
-      index += 1; // the closing fence (or the end of an unterminated block while streaming)
-      const pre = document.createElement("pre");
-      const code = document.createElement("code");
-      if (fence[2]) code.dataset.language = fence[2];
-      code.textContent = body.join("\n");
-      pre.append(code);
-      fragment.append(pre);
-      continue;
-    }
-
-    const heading = line.match(HEADING);
-    if (heading) {
-      // Headings inside a chat bubble stay small: a strong paragraph, not a page-level <h1>.
-      const node = document.createElement("p");
-      node.className = `md-heading md-h${heading[1].length}`;
-      const strong = document.createElement("strong");
-      appendInline(strong, heading[2]);
-      node.append(strong);
-      fragment.append(node);
-      index += 1;
-      continue;
-    }
-
-    if (BULLET.test(line) || NUMBERED.test(line)) {
-      const ordered = !BULLET.test(line);
-      const pattern = ordered ? NUMBERED : BULLET;
-      const list = document.createElement(ordered ? "ol" : "ul");
-      if (ordered) {
-        const start = Number.parseInt(line.match(NUMBERED)[1], 10);
-        if (start !== 1) list.start = start;
-      }
-      let item = null;
-      while (index < lines.length) {
-        const current = lines[index];
-        const match = current.match(pattern);
-        if (match) {
-          item = document.createElement("li");
-          appendInline(item, ordered ? match[2] : match[1]);
-          list.append(item);
-        } else if (current.trim() !== "" && /^\s+/.test(current) && item) {
-          // An indented continuation line belongs to the item above.
-          item.append(document.createElement("br"));
-          appendInline(item, current.trim());
-        } else {
-          break;
-        }
-        index += 1;
-      }
-      fragment.append(list);
-      continue;
-    }
-
-    if (QUOTE.test(line)) {
-      const quoted = [];
-      while (index < lines.length && QUOTE.test(lines[index])) {
-        quoted.push(lines[index].match(QUOTE)[1]);
-        index += 1;
-      }
-      const quote = document.createElement("blockquote");
-      const paragraph = document.createElement("p");
-      appendLines(paragraph, quoted);
-      quote.append(paragraph);
-      fragment.append(quote);
-      continue;
-    }
-
-    const paragraphLines = [];
-    while (
-      index < lines.length &&
-      lines[index].trim() !== "" &&
-      !FENCE.test(lines[index]) &&
-      !HEADING.test(lines[index]) &&
-      !BULLET.test(lines[index]) &&
-      !NUMBERED.test(lines[index]) &&
-      !QUOTE.test(lines[index])
-    ) {
-      paragraphLines.push(lines[index]);
-      index += 1;
-    }
-    const paragraph = document.createElement("p");
-    appendLines(paragraph, paragraphLines);
-    fragment.append(paragraph);
-  }
+  if (typeof source !== "string" || source === "") return document.createDocumentFragment();
+  const fragment = purifier.sanitize(parser.parse(source), PURIFY);
+  for (const pre of fragment.querySelectorAll("pre")) decorateCode(pre);
+  for (const table of fragment.querySelectorAll("table")) decorateTable(table);
   return fragment;
 }

@@ -65,8 +65,12 @@ export class MemoryView {
   }
 
 
-  /** Reloads both lists (a chat's notes change with its turns, and with another tab's edits). */
-  async refresh() {
+  /**
+   * Reloads both lists (a chat's notes change with its turns, and with another tab's edits). `focus`:
+   * the path of a note whose Edit button gets the keyboard afterwards (the button that acted on it
+   * is gone with the old list, and the focus must not fall to the page's body).
+   */
+  async refresh({ focus = null } = {}) {
     if (!this.visible) return;
     const generation = ++this.generation;
     const { status, data } = await this.api.get(this.urls.notes, this.place.chat());
@@ -76,6 +80,10 @@ export class MemoryView {
     this.render("profile", notes.profile || [], this.dom.profileList);
     const total = (notes.chat || []).length + (notes.profile || []).length;
     this.dom.count.textContent = total === 1 ? "1 note" : `${total} notes`;
+    if (focus !== null) {
+      const card = [...this.dom.panel.querySelectorAll(".note[data-path]")].find((node) => node.dataset.path === focus);
+      (card?.querySelector(".note-actions button") ?? this.dom.showCanvas).focus();
+    }
   }
 
   render(scope, notes, list) {
@@ -104,13 +112,10 @@ export class MemoryView {
     const meta = el("p", "note-meta");
     meta.append(`${note.updated_by === "model" ? "Kept by Buddy" : "Edited by you"} · ${when(note.updated_at)}`);
     if (note.source_message_id) {
+      // The person's message the note came from (its turn's prompt), not the row of the tool call.
+      const id = note.source_prompt_id ?? note.source_message_id;
       meta.append(" · ");
-      meta.append(
-        sourceLink(
-          { id: note.source_message_id, agent: note.source_agent, chat_id: note.source_chat_id, role: "assistant" },
-          "from this message",
-        ),
-      );
+      meta.append(sourceLink({ id, agent: note.source_agent, chat_id: note.source_chat_id }, "from this message"));
     }
     const actions = el("div", "note-actions");
     const edit = button("Edit");
@@ -147,7 +152,7 @@ export class MemoryView {
     card.querySelector(".note-text").replaceWith(form);
     card.querySelector(":scope > .note-actions").hidden = true;
     input.focus();
-    cancel.addEventListener("click", () => this.refresh());
+    cancel.addEventListener("click", () => this.refresh({ focus: note.path }));
     form.addEventListener("submit", async (event) => {
       event.preventDefault();
       const size = new TextEncoder().encode(input.value).length;
@@ -165,7 +170,7 @@ export class MemoryView {
       save.disabled = false;
       if (answer.status === 200) {
         this.notify(`Saved ${shortPath(note.path)}.`, "success");
-        this.refresh();
+        this.refresh({ focus: note.path });
       } else {
         error.textContent = describeError(answer.error);
       }
@@ -186,6 +191,7 @@ export class MemoryView {
     undo.setAttribute("aria-label", `Restore ${path}`);
     gone.append(text, undo);
     card.replaceWith(gone);
+    undo.focus(); // the Delete button went with its card
     undo.addEventListener("click", async () => {
       const { versions } = await this.versions(scope, path);
       if (versions.length) await this.restore(versions[0].id);
@@ -208,7 +214,7 @@ export class MemoryView {
     });
     if (status === 200) {
       this.notify(`Restored ${shortPath(data.path)}.`, "success");
-      this.refresh();
+      this.refresh({ focus: data.path });
     } else {
       this.notify(describeError(error), "error");
     }
@@ -255,13 +261,9 @@ export class MemoryView {
     const who = version.changed_by === "model" ? "Buddy" : "you";
     const line = el("p", "note-meta", `${when(version.changed_at)} · ${what} by ${who}`);
     if (version.source_message_id) {
+      const id = version.source_prompt_id ?? version.source_message_id;
       line.append(" · ");
-      line.append(
-        sourceLink(
-          { id: version.source_message_id, agent: version.source_agent, chat_id: version.source_chat_id },
-          "from this message",
-        ),
-      );
+      line.append(sourceLink({ id, agent: version.source_agent, chat_id: version.source_chat_id }, "from this message"));
     }
     const text = el("p", "note-version-text", version.after ?? version.before ?? "");
     item.append(line, text);
@@ -269,7 +271,8 @@ export class MemoryView {
       item.append(el("span", "note-current", "current"));
     } else {
       const restore = button("Restore this version");
-      restore.setAttribute("aria-label", `Restore the version of ${when(version.changed_at)}`);
+      // The name starts with what the button says, then says which version.
+      restore.setAttribute("aria-label", `Restore this version, of ${when(version.changed_at)}`);
       restore.addEventListener("click", () => this.restore(version.id));
       item.append(restore);
     }

@@ -116,7 +116,7 @@ def test_a_confirmation_answer_marks_it_answered(logged_in_page):
     # The answer runs as a turn; every tab sees it start, shown as an answer, not as typed text.
     answer = log(page).locator('.msg-user[data-kind="confirmation"]')
     answer.get_by_text("✓ Confirmed (ship)").wait_for()
-    assert answer.text_content() == "Confirmation answer: ✓ Confirmed (ship)"
+    assert answer.locator(".msg-bubble").text_content() == "Confirmation answer: ✓ Confirmed (ship)"
     page.wait_for_function("() => document.getElementById('composer').dataset.running === 'false'")
 
     page.reload()

