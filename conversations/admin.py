@@ -82,7 +82,6 @@ class SessionAdmin(ReadOnlyAdmin):
     list_display = ["__str__", "title", "user", "agent", "message_total", "messages_link", "created_at"]
     list_filter = ["agent", "created_at"]
     search_fields = ["title", "user__username", "user__first_name", "user__last_name", "chat_id"]
-    search_help_text = "A chat's title, its user's name or its chat id."
     list_select_related = ["user", "agent"]
     fields = [
         "title",
@@ -306,7 +305,7 @@ class ModelCallAdmin(ReadOnlyAdmin):
     list_display = [
         "when",
         "session",
-        "kind",
+        "turn",
         "model",
         "input",
         "cache_read",
@@ -315,7 +314,6 @@ class ModelCallAdmin(ReadOnlyAdmin):
         "ms",
         "stop",
         "failed",
-        "turn",
     ]
     list_filter = ["kind", "model", "created_at"]
     date_hierarchy = "created_at"
@@ -328,11 +326,11 @@ class ModelCallAdmin(ReadOnlyAdmin):
         columns = list(super().get_list_display(request))
         return [*columns[:-1], "cost", columns[-1]] if prices() else columns
 
-    @admin.display(description="turn")
+    @admin.display(description="turn", ordering="prompt_message_id")
     def turn(self, obj: ModelCall) -> str:
-        """The messages of the turn this call served (a summary call serves none)."""
+        """The messages of the turn this call served; a summary call serves none, and says so."""
         if obj.prompt_message_id is None:
-            return "—"
+            return obj.kind if obj.kind == ModelCall.Kind.SUMMARY else "—"
         url = reverse("admin:conversations_message_changelist") + f"?turn={obj.prompt_message_id}"
         return format_html('<a href="{}">turn of #{}</a>', url, obj.prompt_message_id)
 

@@ -17,7 +17,7 @@ from conversations.models import Message
 from conversations.services import message_append, session_get_or_create
 from memory.models import Note
 from memory.notes.paths import NOTE_MAX_BYTES
-from memory.notes.services import note_put
+from memory.notes.services import note_delete, note_put
 from tests.browser.test_e2e import canvas_prompt, log, send_and_wait
 
 pytestmark = pytest.mark.browser
@@ -25,6 +25,7 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "memory.png"
 SCREENSHOT_NARROW = ROOT / "docs" / "memory-390.png"
+SCREENSHOT_DELETED = ROOT / "docs" / "memory-deleted.png"
 
 
 def memory(page):
@@ -265,13 +266,22 @@ def test_screenshot_of_the_memory_view(logged_in_page, user):
     note_put(user=user, session=session, path="/memories/trip.md", content=trip, by="model", source=kept)
     note_put(user=user, session=session, path="/memories/todo.md", content="Book the night train by Friday")
     note_put(user=user, session=None, path="/memories/profile/diet.md", content="Vegetarian\nPrefers short answers")
+    hotels = "Alfama: 3 nights"
+    note_put(user=user, session=session, path="/memories/hotels.md", content=hotels, by="model", source=kept)
+    note_delete(user=user, session=session, path="/memories/hotels.md")
+    note_put(user=user, session=None, path="/memories/profile/city.md", content="Lives in Porto")
+    note_delete(user=user, session=None, path="/memories/profile/city.md")
     page.reload()
     open_memory(page)
     memory(page).get_by_text("Book the night train by Friday").wait_for()
-    card = memory(page).get_by_role("article").filter(has_text="trip.md")
+    card = chat_notes(page).get_by_role("article").filter(has_text="trip.md")
     card.get_by_role("button", name="History of /memories/trip.md").click()
     card.get_by_role("list", name="Versions of /memories/trip.md").wait_for()
     page.screenshot(path=str(SCREENSHOT))
+    gone = recently_deleted(page)
+    gone.get_by_text("Alfama: 3 nights").wait_for()
+    gone.scroll_into_view_if_needed()
+    memory(page).screenshot(path=str(SCREENSHOT_DELETED))
     page.set_viewport_size({"width": 390, "height": 844})
     memory(page).scroll_into_view_if_needed()
     memory(page).screenshot(path=str(SCREENSHOT_NARROW))
