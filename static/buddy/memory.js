@@ -16,7 +16,7 @@ const RETRY_LAST_MS = 30000;
 const UNREACHABLE = {
   status: 0,
   data: null,
-  error: { status: 0, code: "unreachable", detail: "Cannot reach Buddy; nothing changed. Try again in a moment.", errors: [] },
+  error: { status: 0, code: "network", detail: "Cannot reach Buddy; nothing changed. Try again in a moment.", errors: [] },
 };
 
 function el(name, className, text) {
