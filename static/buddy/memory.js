@@ -55,6 +55,19 @@ function fromThisMessage(item) {
   );
 }
 
+/** A note's `article` with its header naming the path (the header is returned to add to). */
+function noteArticle(className, scope, path) {
+  const card = el("article", className);
+  card.dataset.path = path;
+  card.dataset.scope = scope;
+  const head = el("header", "note-head");
+  const title = el("h4", "note-path", shortPath(path));
+  title.title = path;
+  head.append(title);
+  card.append(head);
+  return { card, head };
+}
+
 /** `request` (a promise of the API client), or UNREACHABLE when it never reached the server. */
 async function reaching(request) {
   try {
@@ -204,13 +217,7 @@ export class MemoryView {
   }
 
   card(scope, note) {
-    const card = el("article", "note");
-    card.dataset.path = note.path;
-    card.dataset.scope = scope;
-    const head = el("header", "note-head");
-    const title = el("h4", "note-path", shortPath(note.path));
-    title.title = note.path;
-    head.append(title);
+    const { card, head } = noteArticle("note", scope, note.path);
     const body = el("p", "note-text", note.content);
     const meta = el("p", "note-meta");
     meta.append(`${authorship(note)} · ${when(note.updated_at)}`);
@@ -224,7 +231,7 @@ export class MemoryView {
     const remove = button("Delete", "btn btn-small btn-danger-quiet");
     remove.setAttribute("aria-label", `Delete ${note.path}`);
     actions.append(edit, history, remove);
-    card.append(head, body, meta, actions);
+    card.append(body, meta, actions);
     edit.addEventListener("click", () => this.edit(card, scope, note));
     history.addEventListener("click", () => this.toggleHistory(card, scope, note.path, history));
     remove.addEventListener("click", () => this.remove(card, scope, note.path));
@@ -300,13 +307,8 @@ export class MemoryView {
   }
 
   deletedCard(scope, note) {
-    const card = el("article", "note note-gone");
-    card.dataset.path = note.path;
-    card.dataset.scope = scope;
-    const head = el("header", "note-head");
-    const title = el("h4", "note-path", shortPath(note.path));
-    title.title = note.path;
-    head.append(title, el("span", "note-scope", scope === "chat" ? "this chat" : "all chats"));
+    const { card, head } = noteArticle("note note-gone", scope, note.path);
+    head.append(el("span", "note-scope", scope === "chat" ? "this chat" : "all chats"));
     const body = el("p", "note-text note-gone-text", note.content);
     const meta = el("p", "note-meta");
     const who = note.deleted_by === "model" ? "Buddy" : "you";
@@ -321,7 +323,7 @@ export class MemoryView {
     });
     const actions = el("div", "note-actions");
     actions.append(restore);
-    card.append(head, body, meta, actions);
+    card.append(body, meta, actions);
     return card;
   }
 

@@ -40,6 +40,16 @@ def recently_deleted(page):
     return memory(page).get_by_role("region", name=re.compile("^Recently deleted"))
 
 
+def memory_with_plans(page, user):
+    """Alice's main chat with a note of her plans, and the page showing its Memory view."""
+    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+    message_append(session=session, role="user", content="Remember my plans")
+    note_put(user=user, session=session, path="/memories/plans.md", content="Trip to Lisbon in May")
+    page.reload()
+    open_memory(page)
+    return session
+
+
 def open_memory(page):
     page.get_by_role("button", name="Memory", exact=True).click()
     memory(page).wait_for()
@@ -135,11 +145,7 @@ def test_a_deleted_note_comes_back_after_a_reload_with_where_it_came_from(logged
 
 def test_the_memory_view_says_when_it_cannot_reach_buddy_and_recovers(logged_in_page, user):
     page = logged_in_page
-    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
-    message_append(session=session, role="user", content="Remember my plans")
-    note_put(user=user, session=session, path="/memories/plans.md", content="Trip to Lisbon in May")
-    page.reload()
-    open_memory(page)
+    session = memory_with_plans(page, user)
     card = chat_notes(page).get_by_role("article").filter(has_text="plans.md")
     card.wait_for()
 
@@ -172,11 +178,7 @@ def test_the_memory_view_says_when_it_cannot_reach_buddy_and_recovers(logged_in_
 
 def test_a_refused_note_edit_says_what_the_server_said_and_an_oversized_one_is_never_sent(logged_in_page, user):
     page = logged_in_page
-    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
-    message_append(session=session, role="user", content="Remember my plans")
-    note_put(user=user, session=session, path="/memories/plans.md", content="Trip to Lisbon in May")
-    page.reload()
-    open_memory(page)
+    memory_with_plans(page, user)
     card = memory(page).get_by_role("article").filter(has_text="plans.md")
     card.get_by_role("button", name="Edit /memories/plans.md").click()
     box = card.get_by_label("Text of /memories/plans.md")
