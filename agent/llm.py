@@ -155,7 +155,8 @@ class OfflineClient:
     """A tiny deterministic model for demos and browser tests (README: the offline demo model), no network.
 
     A prompt `CANVAS: [{"name": TOOL, "input": {...}}, ...]` makes exactly those tool calls; after
-    their results it says which succeeded. Anything else gets a short echo. It streams word by word.
+    their results it says what they did (`round_report`). Anything else gets a short echo. It streams
+    word by word.
     Its usage counts the request's characters / 4 as input tokens, the way the archive estimates them.
     """
 
@@ -169,11 +170,9 @@ class OfflineClient:
         last = messages[-1]
         results = [b for b in last["content"] if b.get("type") == "tool_result"]
         if results:
-            failed = [b for b in results if b.get("is_error")]
-            text = f"Done: {len(results) - len(failed)} canvas change(s) made."
-            if failed:
-                text += " Failed: " + "; ".join(tool_result_text(b.get("content")) for b in failed)
-            return self._say(text, on_text, should_stop)
+            calls = messages[-2]["content"] if len(messages) > 1 and isinstance(messages[-2]["content"], list) else []
+            uses = {b.get("id"): b for b in calls if b.get("type") == "tool_use"}
+            return self._say(round_report(results, uses), on_text, should_stop)
         prompt = next((b["text"] for b in last["content"] if b.get("type") == "text"), "")
         if prompt.startswith("CANVAS:"):
             try:
@@ -216,6 +215,84 @@ class OfflineClient:
             usage={"output_tokens": len(said) // 4 + 1},
             stopped_early=said != text,
         )
+
+
+# What the offline model reports of a round of tool calls (README: the offline demo model).
+SEARCH_TOOLS = ("search_history", "get_messages_by_date", "get_extended_context")
+MEMORY_DONE = {"create": "saved", "str_replace": "saved", "insert": "saved", "delete": "deleted", "rename": "renamed"}
+QUOTED_MESSAGES = 2
+QUOTE_CHARS = 60
+# A line of the memory tools' results: `[#12 2026-11-20 14:03 user] text` (memory.tools.message_line).
+FOUND_LINE = re.compile(r"^\[#\d+ \S+ \S+ (user|assistant)\] (.*)$")
+# How the memory tool starts an error, before saying why (memory.notes.tool).
+MEMORY_FAILED = re.compile(r"^memory(?: \w+)? failed, nothing changed: ")
+
+
+def round_report(results: list[dict[str, Any]], uses: dict[str, dict[str, Any]]) -> str:
+    """One line per memory or search call (what it did, found or why it failed), and for the other
+    calls how many succeeded and why the others failed."""
+    lines, done, failed = [], 0, []
+    for result in results:
+        use = uses.get(result.get("tool_use_id"), {})
+        name, tool_input = use.get("name", ""), use.get("input") if isinstance(use.get("input"), dict) else {}
+        text, is_error = tool_result_text(result.get("content")), bool(result.get("is_error"))
+        if name == "memory":
+            lines.append(_memory_report(tool_input, text, is_error))
+        elif name in SEARCH_TOOLS:
+            lines.append(_search_report(name, text, is_error))
+        elif is_error:
+            failed.append(text)
+        else:
+            done += 1
+    if done or failed:
+        summary = f"Done: {done} canvas change(s) made."
+        if failed:
+            summary += " Failed: " + "; ".join(failed)
+        lines.insert(0, summary)
+    return "\n".join(lines)
+
+
+def _memory_report(tool_input: dict[str, Any], text: str, is_error: bool) -> str:
+    command = str(tool_input.get("command", ""))
+    if command == "rename":
+        what = f"memory rename {tool_input.get('old_path', '')} to {tool_input.get('new_path', '')}"
+    else:
+        what = f"memory {command} {tool_input.get('path', '')}".rstrip()
+    if is_error:
+        return f"{what}: failed — {MEMORY_FAILED.sub('', text)}"
+    if text.startswith("Not saved yet"):
+        return f"{what}: not saved yet — you were asked on the canvas, and it is kept only if you confirm."
+    if command == "view":
+        listed = text.split("\n")[1:]
+        if text.startswith("Here's the content"):
+            return f"{what}: read {len(listed)} line(s)."
+        notes = [line for line in listed if "\t" in line]
+        return f"{what}: {len(notes)} note(s)."
+    return f"{what}: {MEMORY_DONE.get(command, 'done')}."
+
+
+def _search_report(name: str, text: str, is_error: bool) -> str:
+    if is_error:  # the tool's own error names it: "search_history failed: …"
+        return text if text.startswith(name) else f"{name} failed: {text}"
+    found = [match for line in text.split("\n") if (match := FOUND_LINE.match(line))]
+    if not found:
+        return f"{name} found no messages."
+    quotes = "; ".join(
+        f"“{_shortened(match.group(2))}” ({'you' if match.group(1) == 'user' else 'Buddy'})"
+        for match in found[:QUOTED_MESSAGES]
+    )
+    count = f"{len(found)} message" + ("" if len(found) == 1 else "s")
+    return f"{name} found {count}: {quotes}" + (", …" if len(found) > QUOTED_MESSAGES else ".")
+
+
+# A search snippet marks each match between bare brackets and escapes its own (memory.search.text).
+SNIPPET_MARK = re.compile(r"\\(.)|[\[\]]")
+
+
+def _shortened(text: str) -> str:
+    """The text a person reads: a snippet's match marks dropped, then cut to QUOTE_CHARS."""
+    text = SNIPPET_MARK.sub(lambda match: match.group(1) or "", text)
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rstrip() + "…"
 
 
 def _estimate(value: Any) -> int:

@@ -10,6 +10,7 @@ from django.db.models import Sum
 
 from canvas.models import CanvasState
 from conversations.models import ModelCall, Session
+from conversations.prices import calls_cost
 from conversations.window import window_preview
 from memory import semantic
 from memory.selectors import summary_latest
@@ -39,7 +40,8 @@ def memory_stats(*, session: Session) -> dict[str, Any]:
     by_time = session.messages.order_by("created_at", "id").values_list("created_at", flat=True)
     window = window_preview(session=session)
     summary = summary_latest(session=session)
-    usage = ModelCall.objects.filter(session=session).aggregate(
+    calls = ModelCall.objects.filter(session=session)
+    usage = calls.aggregate(
         input_tokens=Sum("input_tokens"),
         output_tokens=Sum("output_tokens"),
         cache_read_input_tokens=Sum("cache_read_input_tokens"),
@@ -66,5 +68,6 @@ def memory_stats(*, session: Session) -> dict[str, Any]:
         "first_message_at": by_time.first(),
         "last_message_at": by_time.reverse().first(),
         "usage": {name: value or 0 for name, value in usage.items()},
+        "cost": calls_cost(calls),
         "search_index": search_index(session=session, messages=messages),
     }

@@ -259,9 +259,9 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
                 **request,
             )
         except ModelError as exc:
-            _record_call(session, model_for(session), None, error=str(exc), started=started)
+            _record_call(session, model_for(session), None, prompt=prompt, error=str(exc), started=started)
             raise ModelFailed(str(exc)) from exc
-        _record_call(session, model_for(session), reply, started=started)
+        _record_call(session, model_for(session), reply, prompt=prompt, started=started)
         content = _archivable(reply)
         if not content:
             break
@@ -314,8 +314,14 @@ def _archivable(reply: ModelReply) -> list[dict]:
 
 
 def _record_call(
-    session: Session, model: str, reply: ModelReply | None, *, started: float, error: str = ""
+    session: Session, model: str, reply: ModelReply | None, *, prompt: Message, started: float, error: str = ""
 ) -> ModelCall:
     return model_call_record(
-        session=session, kind=ModelCall.Kind.CHAT, model=model, reply=reply, started=started, error=error
+        session=session,
+        kind=ModelCall.Kind.CHAT,
+        model=model,
+        reply=reply,
+        started=started,
+        error=error,
+        prompt=prompt,
     )

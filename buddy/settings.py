@@ -272,6 +272,9 @@ BUDDY_SCHEDULES_PER_TURN = env_int("BUDDY_SCHEDULES_PER_TURN", 5)  # schedules t
 BUDDY_SCHEDULES_PER_USER = env_int("BUDDY_SCHEDULES_PER_USER", 100)  # active schedules of one user
 BUDDY_SCHEDULE_TEXT_CHARS = env_int("BUDDY_SCHEDULE_TEXT_CHARS", 4000)
 BUDDY_IMPORT_MESSAGE_BYTES = env_int("BUDDY_IMPORT_MESSAGE_BYTES", 2_621_440)  # one line of import_history
+# Per-million-token prices per model, for costs in money in the admin and /memory/stats
+# (conversations/prices.py reads them; a system check refuses a value it cannot read).
+BUDDY_PRICES = os.environ.get("BUDDY_PRICES", "").strip()
 # Prompt-cache lifetime of the request's breakpoints: "5m", "1h" or "auto", the policy of
 # agent/cache.py, the default by the measurement in docs/benchmarks.md (bench/cost.py --pacing).
 BUDDY_CACHE_TTL = os.environ.get("BUDDY_CACHE_TTL", "").strip().lower() or "auto"

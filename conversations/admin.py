@@ -23,6 +23,7 @@ from conversations.models import (
     Session,
     input_cost,
 )
+from conversations.prices import PRICED_FIELDS, calls_cost, money, price_for, prices
 from conversations.tokens import api_tokens_revoke
 
 TRANSCRIPT_MESSAGES = 200  # the newest ones on a session's page; the message list has them all
@@ -78,11 +79,22 @@ class AgentAdmin(admin.ModelAdmin):
 
 @admin.register(Session)
 class SessionAdmin(ReadOnlyAdmin):
-    list_display = ["__str__", "user", "agent", "chat_id", "message_total", "messages_link", "created_at"]
+    list_display = ["__str__", "title", "user", "agent", "message_total", "messages_link", "created_at"]
     list_filter = ["agent", "created_at"]
-    search_fields = ["user__username", "chat_id"]
+    search_fields = ["title", "user__username", "user__first_name", "user__last_name", "chat_id"]
     list_select_related = ["user", "agent"]
-    fields = ["user", "agent", "chat_id", "created_at", "related", "prompt_cache", "transcript", "window_start_id"]
+    fields = [
+        "title",
+        "user",
+        "agent",
+        "chat_id",
+        "created_at",
+        "related",
+        "usage",
+        "prompt_cache",
+        "transcript",
+        "window_start_id",
+    ]
     readonly_fields = fields
     Media = AdminStyles
 
@@ -113,11 +125,12 @@ class SessionAdmin(ReadOnlyAdmin):
             return format_html("{}", "(no messages)")
         rows = format_html_join(
             "",
-            '<li class="buddy-turn buddy-role-{}"><p class="buddy-meta"><a href="{}">#{}</a> <strong>{}</strong> '
-            "<time>{}</time></p>{}</li>",
+            '<li class="buddy-turn buddy-role-{}" id="message-{}"><p class="buddy-meta"><a href="{}">#{}</a> '
+            "<strong>{}</strong> <time>{}</time></p>{}</li>",
             (
                 (
                     message_label(message).replace(" ", "-"),
+                    message.pk,
                     reverse("admin:conversations_message_change", args=[message.pk]),
                     message.pk,
                     message_label(message),
@@ -144,6 +157,15 @@ class SessionAdmin(ReadOnlyAdmin):
         url = reverse("admin:conversations_message_changelist") + f"?session__id__exact={obj.pk}"
         return format_html('<a href="{}">view messages</a>', url)
 
+    @admin.display(description="usage (every model call)")
+    def usage(self, obj: Session) -> str:
+        """The chat's tokens by kind over all its model calls, and their cost where BUDDY_PRICES prices them."""
+        calls = obj.model_calls.all()
+        totals = calls.aggregate(calls=Count("id"), **{name: Sum(name) for name in PRICED_FIELDS})
+        tokens = usage_tokens(totals)
+        cost = calls_cost(calls)
+        return f"{totals['calls']:,} model calls: {tokens}" + (f"; cost {cost_text(cost)}" if cost else "")
+
     @admin.display(description="prompt cache (every model call)")
     def prompt_cache(self, obj: Session) -> str:
         """What the cache lifetimes cost this chat: reads, writes per lifetime, input in base tokens."""
@@ -162,6 +184,54 @@ class SessionAdmin(ReadOnlyAdmin):
             f"{input_cost(usage):,.0f}",
             f"{input_cost(usage) / uncached:.0%}" if uncached else "—",
         )
+
+
+def usage_tokens(usage: dict) -> str:
+    """Token counts of a call (or a sum of calls) as a reader takes them in: what went in, what came out."""
+    figures = {name: usage.get(name) or 0 for name in PRICED_FIELDS}
+    return (
+        f"{figures['input_tokens']:,} uncached input, {figures['cache_read_input_tokens']:,} cache read, "
+        f"{figures['cache_creation_5m_input_tokens']:,} + {figures['cache_creation_1h_input_tokens']:,} cache "
+        f"written (5 min + 1 h), {figures['output_tokens']:,} output tokens"
+    )
+
+
+def cost_text(cost) -> str:
+    unpriced = f" ({cost.unpriced_calls:,} calls of models BUDDY_PRICES does not price left out)"
+    return money(cost.amount) + (unpriced if cost.unpriced_calls else "")
+
+
+class TurnFilter(admin.SimpleListFilter):
+    """`?turn=ID`: the messages of the turn that message ID started — from it to the next turn start."""
+
+    title = "turn"
+    parameter_name = "turn"
+
+    def _prompt_id(self) -> int | None:
+        value = self.value()
+        return int(value) if value and value.isdigit() and len(value) <= 18 else None
+
+    def lookups(self, request: HttpRequest, model_admin) -> list[tuple[str, str]]:
+        value = self.value()
+        return [(value, f"the turn of #{value}")] if value else []
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Message]) -> QuerySet[Message]:
+        if not self.value():
+            return queryset
+        prompt_id = self._prompt_id()
+        if prompt_id is None:
+            return queryset.none()
+        session_id = Message.objects.filter(pk=prompt_id).values_list("session_id", flat=True).first()
+        if session_id is None:
+            return queryset.none()
+        following = (
+            Message.objects.filter(session_id=session_id, is_turn_start=True, id__gt=prompt_id)
+            .order_by("id")
+            .values_list("id", flat=True)
+            .first()
+        )
+        turn = queryset.filter(session_id=session_id, id__gte=prompt_id)
+        return turn.filter(id__lt=following) if following is not None else turn
 
 
 def _render_block(block: dict) -> str:
@@ -195,7 +265,7 @@ def _render_blocks(message: Message) -> SafeString:
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
     list_display = ["id", "sent", "chat", "kind", "preview", "tokens"]
-    list_filter = ["role", "session__agent", "session__user", "created_at"]
+    list_filter = [TurnFilter, "role", "session__agent", "session__user", "created_at"]
     search_fields = ["search_text", "session__user__username", "session__chat_id"]
     date_hierarchy = "created_at"
     list_select_related = ["session__user", "session__agent"]
@@ -235,7 +305,7 @@ class ModelCallAdmin(ReadOnlyAdmin):
     list_display = [
         "when",
         "session",
-        "kind",
+        "turn",
         "model",
         "input",
         "cache_read",
@@ -248,8 +318,33 @@ class ModelCallAdmin(ReadOnlyAdmin):
     list_filter = ["kind", "model", "created_at"]
     date_hierarchy = "created_at"
     list_select_related = ["session__user", "session__agent"]
-    readonly_fields = ["input_cost"]
+    readonly_fields = ["turn", "tokens", "cost", "input_cost"]
     Media = AdminStyles
+
+    def get_list_display(self, request: HttpRequest) -> list[str]:
+        """With BUDDY_PRICES, each call's cost too."""
+        columns = list(super().get_list_display(request))
+        return [*columns[:-1], "cost", columns[-1]] if prices() else columns
+
+    @admin.display(description="turn", ordering="prompt_message_id")
+    def turn(self, obj: ModelCall) -> str:
+        """The messages of the turn this call served; a summary call serves none, and says so."""
+        if obj.prompt_message_id is None:
+            return obj.kind if obj.kind == ModelCall.Kind.SUMMARY else "—"
+        url = reverse("admin:conversations_message_changelist") + f"?turn={obj.prompt_message_id}"
+        return format_html('<a href="{}">turn of #{}</a>', url, obj.prompt_message_id)
+
+    @admin.display(description="tokens")
+    def tokens(self, obj: ModelCall) -> str:
+        return usage_tokens({name: getattr(obj, name) for name in PRICED_FIELDS})
+
+    @admin.display(description="cost")
+    def cost(self, obj: ModelCall) -> str:
+        """In money where BUDDY_PRICES prices the call's model; else its tokens are the cost."""
+        price = price_for(obj.model) if prices() else None
+        if price is None:
+            return "not priced (BUDDY_PRICES)" if prices() else "in tokens (BUDDY_PRICES is not set)"
+        return money(price.cost({name: getattr(obj, name) for name in PRICED_FIELDS}))
 
     @admin.display(description="when", ordering="created_at")
     def when(self, obj: ModelCall) -> str:

@@ -4,3 +4,6 @@ from django.apps import AppConfig
 class ConversationsConfig(AppConfig):
     name = "conversations"
     verbose_name = "Conversations"
+
+    def ready(self) -> None:
+        from conversations import checks  # noqa: F401  (registers the system checks)

@@ -140,6 +140,10 @@ class ModelCall(models.Model):
     cache_creation_5m_input_tokens = models.PositiveIntegerField(default=0)
     cache_creation_1h_input_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
+    # The prompt (the turn's first message) of the turn a chat call served, for staff to open that turn;
+    # null for a summary call. A plain id, not a foreign key: a chat's deletion keeps its calls' token
+    # counts and never has to visit this table for each message it deletes.
+    prompt_message_id = models.BigIntegerField(null=True, blank=True)
     stop_reason = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)

@@ -204,11 +204,19 @@ def agent_ensure_default() -> Agent:
 
 
 def model_call_record(
-    *, session: Session, kind: str, model: str, reply: Any, started: float, error: str = ""
+    *,
+    session: Session,
+    kind: str,
+    model: str,
+    reply: Any,
+    started: float,
+    error: str = "",
+    prompt: Message | None = None,
 ) -> ModelCall:
     """Record one call to the model provider with its usage (a failed call: `reply` None, `error` set).
     `started` is the call's `time.monotonic()` start; usage figures the provider left out count as 0.
-    The model recorded is the one that answered (the offline demo model says so), else `model`."""
+    The model recorded is the one that answered (the offline demo model says so), else `model`;
+    `prompt` is the first message of the turn a chat call served."""
     usage = reply.usage if reply is not None else {}
     return ModelCall.objects.create(
         session=session,
@@ -223,4 +231,5 @@ def model_call_record(
         latency_ms=int((time.monotonic() - started) * 1000),
         stop_reason=reply.stop_reason if reply is not None else "",
         error=error,
+        prompt_message_id=prompt.pk if prompt is not None else None,
     )

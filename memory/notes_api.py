@@ -1,4 +1,5 @@
-"""The memory notes over HTTP (README: Memory notes): read both scopes, write, delete, versions, restore.
+"""The memory notes over HTTP (README: Memory notes): read both scopes (or their deleted notes), write,
+delete, versions, restore.
 Refusals are domain exceptions (NoteError 422, NoteMissing and an unknown chat 404), which buddy/api.py
 answers."""
 
@@ -13,19 +14,22 @@ from conversations.models import Session
 from conversations.schemas import ErrorOut
 from conversations.selectors import session_get, session_require, turn_prompt_id
 from memory.models import NoteAuthor, NoteScope
-from memory.notes.paths import NOTE_VERSIONS_KEPT, NoteMissing, scope_of
+from memory.notes.paths import DELETED_NOTES_KEPT, NOTE_VERSIONS_KEPT, NoteMissing, scope_of
 from memory.notes.schemas import (
+    DeletedNoteOut,
+    DeletedNotesOut,
     NoteChatIn,
     NoteOut,
     NotePutIn,
     NoteRefIn,
     NoteRestoreIn,
+    NotesListIn,
     NotesOut,
     NoteVersionOut,
     NoteVersionsIn,
     NoteVersionsOut,
 )
-from memory.notes.selectors import note_versions_page, notes_both
+from memory.notes.selectors import DeletedNote, note_versions_page, notes_both, notes_deleted
 from memory.notes.services import note_delete, note_put, note_restore
 
 router = Router(tags=["memory notes"])
@@ -37,7 +41,10 @@ SAVE_ERRORS = dict.fromkeys((401, 403, 404, 409, 413, 422), ErrorOut)
 
 
 def _source(item: Any) -> dict[str, Any]:
-    message = item.source_message
+    return _message_place(item.source_message)
+
+
+def _message_place(message: Any) -> dict[str, Any]:
     if message is None:
         return {"source_message_id": None, "source_prompt_id": None, "source_agent": None, "source_chat_id": None}
     # Annotated by the selectors that list notes and versions; looked up for a single note.
@@ -53,6 +60,19 @@ def _source(item: Any) -> dict[str, Any]:
 def note_out(note) -> NoteOut:
     return NoteOut(
         path=note.path, content=note.content, updated_at=note.updated_at, updated_by=note.updated_by, **_source(note)
+    )
+
+
+def deleted_note_out(note: DeletedNote) -> DeletedNoteOut:
+    return DeletedNoteOut(
+        path=note.path,
+        content=note.content,
+        updated_at=note.updated_at,
+        updated_by=note.updated_by,
+        deleted_at=note.deleted_at,
+        deleted_by=note.deleted_by,
+        version_id=note.version_id,
+        **_message_place(note.source_message),
     )
 
 
@@ -73,13 +93,20 @@ def _in_scope(scope: str, path: str) -> None:
 
 @router.get(
     "/memory/notes",
-    response={200: NotesOut, **ERRORS},
-    summary="The memory notes of a chat and of the user",
+    response={200: NotesOut | DeletedNotesOut, **ERRORS},
+    summary="The memory notes of a chat and of the user (or the deleted ones)",
     description="`chat`: the notes of this chat; `profile`: the user's, shared by all their chats. Each says "
-    "who changed it last and, for the model's changes, the message whose tool call did.",
+    "who changed it last and, for the model's changes (and a restore of one), the message its text came from. "
+    f"With `deleted=1`: the deleted notes of both scopes instead (the {DELETED_NOTES_KEPT} most recently deleted "
+    "of each), as they were when deleted, with when and by whom they were deleted.",
 )
-def notes_list(request: HttpRequest, params: Query[NoteChatIn]):
+def notes_list(request: HttpRequest, params: Query[NotesListIn]):
     session = _chat(request, params)
+    if params.deleted:
+        deleted = notes_deleted(user=request.user, session=session)
+        return Status(
+            200, DeletedNotesOut(**{scope: [deleted_note_out(n) for n in deleted[scope]] for scope in deleted})
+        )
     notes = notes_both(user=request.user, session=session)
     return Status(200, NotesOut(**{scope: [note_out(n) for n in notes[scope]] for scope in notes}))
 
@@ -140,11 +167,18 @@ def notes_versions(request: HttpRequest, params: Query[NoteVersionsIn]):
 @router.post(
     "/memory/notes/restore",
     response={200: NoteOut, **SAVE_ERRORS},
-    summary="Restore a version of a note",
-    description="Puts back the text the version left (for a deletion, the text it deleted), as the user's "
-    "change; a chat note's version needs its chat (`agent`, `chat_id`).",
+    summary="Restore a version of a note, or a deleted note",
+    description="By `version_id`: puts back the text the version left (for a deletion, the text it deleted). "
+    "By `scope` and `path`: puts back the deleted note at that path as it was when deleted (409 when the path "
+    "holds another note now). Either way the restore is the user's change (`updated_by`: `user`) and keeps the "
+    "message the text came from (`source_message_id`); 409 when the scope already has 100 notes. A chat note "
+    "needs its chat (`agent`, `chat_id`).",
 )
 def notes_restore(request: HttpRequest, payload: NoteRestoreIn):
-    session = _chat(request, payload, NoteScope.PROFILE)  # a chat note's version finds no chat: 404 below
-    note = note_restore(user=request.user, session=session, version_id=payload.version_id)
+    if payload.version_id is not None:
+        session = _chat(request, payload, NoteScope.PROFILE)  # a chat note's version finds no chat: 404 below
+        note = note_restore(user=request.user, session=session, version_id=payload.version_id)
+    else:
+        session = _chat(request, payload, payload.scope)
+        note = note_restore(user=request.user, session=session, path=payload.path)
     return Status(200, note_out(note))

@@ -42,6 +42,11 @@ class UsageOut(Schema):
     cache_creation_1h_input_tokens: int = Field(description="Written with the 1-hour lifetime (2×).")
 
 
+class CostOut(Schema):
+    amount: float = Field(description="US dollars: the calls whose model `BUDDY_PRICES` prices.")
+    unpriced_calls: int = Field(description="Calls of a model `BUDDY_PRICES` does not price, left out of `amount`.")
+
+
 class SearchIndexOut(Schema):
     messages: int
     indexed: int = Field(
@@ -60,4 +65,5 @@ class StatsOut(Schema):
     first_message_at: datetime | None
     last_message_at: datetime | None
     usage: UsageOut = Field(description="Every model call of the chat, summaries included.")
+    cost: CostOut | None = Field(description="What those calls cost in money; null when `BUDDY_PRICES` is not set.")
     search_index: SearchIndexOut

@@ -79,11 +79,16 @@ class NoteLines:
             source = Message(pk=message_ids[data["source"] - 1]) if data["source"] else None
             try:
                 note = note_put(
-                    user=session.user, session=session, path=data["path"], content=data["content"], source=source
+                    user=session.user,
+                    session=session,
+                    path=data["path"],
+                    content=data["content"],
+                    by=data["updated_by"],
+                    source=source,
                 )
             except NoteError as exc:
                 raise ImportRefused(f"line {line.line_number}: {exc}") from None
-            Note.objects.filter(pk=note.pk).update(updated_at=_when(data["updated_at"]), updated_by=data["updated_by"])
+            Note.objects.filter(pk=note.pk).update(updated_at=_when(data["updated_at"]))
 
 
 def _when(raw: Any) -> datetime | None:

@@ -4,7 +4,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 
 from ninja import Field, Schema
-from pydantic import AfterValidator, ConfigDict, ValidationInfo, field_validator
+from pydantic import AfterValidator, ConfigDict, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from conversations.schemas import NO_NUL_PATTERN, ChatIn
@@ -77,18 +77,67 @@ class NotePutIn(NoteRefIn):
     @field_validator("path")
     @classmethod
     def _in_its_scope(cls, path: str, info: ValidationInfo) -> str:
-        scope = info.data.get("scope")
-        if scope is not None and scope_of(path) != scope:
-            raise PydanticCustomError(
-                "path_scope",
-                "{path} is a {other} note's path: profile notes are under /memories/profile/, chat notes elsewhere",
-                {"path": path, "other": scope_of(path)},
-            )
-        return path
+        return _path_in_its_scope(path, info.data.get("scope"))
+
+
+class NotesListIn(NoteChatIn):
+    deleted: bool = Field(
+        False,
+        description="`true` (or `1`): the deleted notes instead, as they were when deleted, each restorable "
+        "by its `scope` and `path`.",
+    )
+
+
+def _path_in_its_scope(path: str, scope: str | None) -> str:
+    if scope is not None and scope_of(path) != scope:
+        raise PydanticCustomError(
+            "path_scope",
+            "{path} is a {other} note's path: profile notes are under /memories/profile/, chat notes elsewhere",
+            {"path": path, "other": scope_of(path)},
+        )
+    return path
 
 
 class NoteRestoreIn(NoteChatIn):
-    version_id: int = Field(..., ge=1, le=2**63 - 1, description="A version's `id` from `/memory/notes/versions`.")
+    """Either `version_id`, or `scope` and `path` (the deleted note at that path), never both."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["version_id"], "not": {"anyOf": [{"required": ["scope"]}, {"required": ["path"]}]}},
+                *(
+                    {
+                        "required": ["scope", "path"],
+                        "not": {"required": ["version_id"]},
+                        "properties": {"scope": {"const": scope}, "path": {"pattern": pattern}},
+                    }
+                    for scope, pattern in (("chat", CHAT_NOTE_PATH_PATTERN), ("profile", PROFILE_NOTE_PATH_PATTERN))
+                ),
+            ]
+        }
+    )
+
+    version_id: int = Field(
+        None, ge=1, le=2**63 - 1, description="A version's `id` from `/memory/notes/versions`: restores its text."
+    )
+    scope: Scope = Field(None, description="With `path`: restores the deleted note at that path.")
+    path: NotePathParam = None  # type: ignore[assignment]
+
+    @field_validator("path")
+    @classmethod
+    def _in_its_scope(cls, path: str, info: ValidationInfo) -> str:
+        return _path_in_its_scope(path, info.data.get("scope"))
+
+    @model_validator(mode="after")
+    def _one_way(self) -> NoteRestoreIn:
+        by_path = self.scope is not None or self.path is not None
+        if self.version_id is not None and by_path:
+            raise PydanticCustomError("restore_one_way", "give either version_id, or scope and path, not both")
+        if self.version_id is None and (self.scope is None or self.path is None):
+            raise PydanticCustomError(
+                "restore_what", "name the version to restore (version_id) or the deleted note (scope and path)"
+            )
+        return self
 
 
 class NoteOut(Schema):
@@ -107,6 +156,19 @@ class NoteOut(Schema):
 class NotesOut(Schema):
     chat: list[NoteOut]
     profile: list[NoteOut]
+
+
+class DeletedNoteOut(NoteOut):
+    """A deleted note as it was when deleted: `updated_*` and `source_*` are its last change's."""
+
+    deleted_at: datetime
+    deleted_by: Literal["model", "user"]
+    version_id: int = Field(description="The deletion's version (`/memory/notes/versions`).")
+
+
+class DeletedNotesOut(Schema):
+    chat: list[DeletedNoteOut] = Field(description="This chat's deleted notes, most recently deleted first.")
+    profile: list[DeletedNoteOut] = Field(description="The user's deleted profile notes, most recently deleted first.")
 
 
 class NoteVersionOut(Schema):

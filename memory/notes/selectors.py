@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Max, OuterRef, Subquery
 
 from conversations.content import estimate_tokens
-from conversations.models import Session
+from conversations.models import Message, Session
 from conversations.selectors import turn_prompt_subquery
 from memory.models import Note, NoteScope, NoteVersion
-from memory.notes.paths import PROFILE_DIR, ROOT
+from memory.notes.paths import DELETED_NOTES_KEPT, PROFILE_DIR, ROOT
 from memory.notes.services import notes_of
 
 NOTE_FIRST_LINE_CHARS = 200  # of a note not shown whole in the context block
@@ -26,6 +30,66 @@ def notes_both(*, user: AbstractBaseUser, session: Session | None) -> dict[str, 
         )
         for scope in (NoteScope.CHAT, NoteScope.PROFILE)
     }
+
+
+@dataclass(frozen=True)
+class DeletedNote:
+    """A deleted note as it was when deleted (its text, who changed it last and when, the message its text
+    came from), with when and by whom it was deleted and the deletion's version."""
+
+    path: str
+    content: str
+    updated_at: datetime
+    updated_by: str
+    source_message: Message | None
+    deleted_at: datetime
+    deleted_by: str
+    version_id: int
+
+
+def notes_deleted(*, user: AbstractBaseUser, session: Session | None) -> dict[str, list[DeletedNote]]:
+    """{"chat": the session's deleted notes, "profile": the user's}, most recently deleted first: each
+    path of the scope whose versions are kept and that holds no note now (at most DELETED_NOTES_KEPT per
+    scope, as memory.notes.services keeps them)."""
+    return {scope: _deleted_of_scope(user, session, scope) for scope in (NoteScope.CHAT, NoteScope.PROFILE)}
+
+
+def _deleted_of_scope(user: AbstractBaseUser, session: Session | None, scope: str) -> list[DeletedNote]:
+    versions = NoteVersion.objects.filter(user=user, scope=scope)
+    if scope == NoteScope.CHAT:
+        if session is None:
+            return []
+        versions = versions.filter(session=session)
+    live = notes_of(user=user, session=session, scope=scope).values("path")
+    newest = list(
+        versions.exclude(path__in=live)
+        .values("path")
+        .annotate(last=Max("id"))
+        .order_by("-last")
+        .values_list("last", flat=True)[:DELETED_NOTES_KEPT]
+    )
+    previous = versions.filter(path=OuterRef("path"), id__lt=OuterRef("id")).order_by("-id").values("id")[:1]
+    deletions = list(NoteVersion.objects.filter(id__in=newest).annotate(previous_id=Subquery(previous)).order_by("-id"))
+    before = NoteVersion.objects.select_related("source_message__session__agent").in_bulk(
+        [d.previous_id for d in deletions if d.previous_id is not None]
+    )
+    found = []
+    for deletion in deletions:
+        last = before.get(deletion.previous_id)
+        found.append(
+            DeletedNote(
+                path=deletion.path,
+                content=(deletion.after if deletion.after is not None else deletion.before) or "",
+                # The change before the deletion made the note as it was; without it (pruned), the deletion.
+                updated_at=last.changed_at if last is not None else deletion.changed_at,
+                updated_by=last.changed_by if last is not None else deletion.changed_by,
+                source_message=last.source_message if last is not None else None,
+                deleted_at=deletion.changed_at,
+                deleted_by=deletion.changed_by,
+                version_id=deletion.pk,
+            )
+        )
+    return found
 
 
 def note_versions_page(

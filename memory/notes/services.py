@@ -73,9 +73,14 @@ def _owner_lock(user: AbstractBaseUser, owner_session: Session | None) -> None:
     list(owners.select_for_update().values_list("pk", flat=True))
 
 
-def _versions_of(note: Note) -> QuerySet[NoteVersion]:
-    versions = NoteVersion.objects.filter(user_id=note.user_id, scope=note.scope, path=note.path)
-    return versions.filter(session_id=note.session_id) if note.scope == NoteScope.CHAT else versions
+def _path_versions(*, user_id: int, session_id: int | None, scope: str, path: str) -> QuerySet[NoteVersion]:
+    """The kept versions of one path of a scope: of a chat's notes (`session_id`) or the user's profile."""
+    versions = NoteVersion.objects.filter(user_id=user_id, scope=scope, path=path)
+    return versions.filter(session_id=session_id) if scope == NoteScope.CHAT else versions
+
+
+def _versions_of(note: Note | NoteVersion) -> QuerySet[NoteVersion]:
+    return _path_versions(user_id=note.user_id, session_id=note.session_id, scope=note.scope, path=note.path)
 
 
 def _version(note: Note, *, before: str | None, after: str | None, by: str, source: Message | None) -> None:
@@ -222,12 +227,62 @@ def _conflict(path: str, *, expected: str | None, current: str | None) -> str:
     return f"{path} no longer holds the text the change was made from"
 
 
-@transaction.atomic
-def note_restore(*, user: AbstractBaseUser, session: Session | None, version_id: int) -> Note:
-    """Put back the text a version left (or, for a deletion, the text it removed), as the user's change.
-    Raises NoteError for a missing version or one of another chat or user."""
-    version = NoteVersion.objects.filter(pk=version_id, user=user).first()
-    if version is None or (version.scope == NoteScope.CHAT and (session is None or version.session_id != session.pk)):
-        raise NoteMissing(f"there is no version {version_id} of a note of this chat or profile")
+def version_text_source(version: NoteVersion) -> Message | None:
+    """The message the text a version puts back came from: a change's own source (the tool call that
+    made it, or what a restore kept); for a deletion, the source of the version before it — the note as
+    it was when deleted. None for the user's own text (or when that version is gone)."""
+    if version.after is not None:
+        return version.source_message
+    before = _versions_of(version).filter(id__lt=version.pk).select_related("source_message").order_by("-id").first()
+    return before.source_message if before is not None else None
+
+
+def _restore_put(*, user: AbstractBaseUser, session: Session | None, version: NoteVersion) -> Note:
     text = version.after if version.after is not None else version.before
-    return note_put(user=user, session=session, path=version.path, content=text or "", by=NoteAuthor.USER)
+    try:
+        return note_put(
+            user=user,
+            session=session,
+            path=version.path,
+            content=text or "",
+            by=NoteAuthor.USER,
+            source=version_text_source(version),
+        )
+    except NoteConflict as exc:
+        raise NoteConflict(f"{version.path} cannot be restored: {exc}") from None
+
+
+@transaction.atomic
+def note_restore(
+    *, user: AbstractBaseUser, session: Session | None, version_id: int | None = None, path: str | None = None
+) -> Note:
+    """Put back a note: the text a version left (for a deletion, the text it removed) — or, by `path`, the
+    deleted note at that path as it was when deleted. The restore is the user's change (`updated_by` is
+    `user`) and keeps the text's source: the message it came from stays the note's `source_message`.
+
+    Raises NoteMissing for a version or deleted note that is not of this chat or profile, NoteConflict
+    when the scope is full, when the path is or is under another note, and — by path — when the path
+    holds a note again (made after the deletion)."""
+    if version_id is not None:
+        version = NoteVersion.objects.filter(pk=version_id, user=user).first()
+        if version is None or (
+            version.scope == NoteScope.CHAT and (session is None or version.session_id != session.pk)
+        ):
+            raise NoteMissing(f"there is no version {version_id} of a note of this chat or profile")
+        return _restore_put(user=user, session=session, version=version)
+    if path is None:
+        raise NoteError("name the version to restore (version_id) or the deleted note (scope and path)")
+    path = note_path_check(path)
+    scope, owner_session = _owner(user, session, path)
+    _owner_lock(user, owner_session)
+    if notes_of(user=user, session=owner_session, scope=scope).filter(path=path).exists():
+        raise NoteConflict(
+            f"{path} holds another note now, made after the deleted one; rename or delete that note first, "
+            "or restore an older text from its history"
+        )
+    owner_id = owner_session.pk if owner_session is not None else None
+    version = _path_versions(user_id=user.pk, session_id=owner_id, scope=scope, path=path).order_by("-id").first()
+    if version is None:
+        where = "this chat" if scope == NoteScope.CHAT else "your profile"
+        raise NoteMissing(f"there is no deleted note {path} in {where}")
+    return _restore_put(user=user, session=session, version=version)

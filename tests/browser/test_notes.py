@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from conversations.models import Message
 from conversations.services import message_append, session_get_or_create
 from memory.models import Note
 from memory.notes.paths import NOTE_MAX_BYTES
-from memory.notes.services import note_put
+from memory.notes.services import note_delete, note_put
 from tests.browser.test_e2e import canvas_prompt, log, send_and_wait
 
 pytestmark = pytest.mark.browser
@@ -24,10 +25,29 @@ pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOT = ROOT / "docs" / "memory.png"
 SCREENSHOT_NARROW = ROOT / "docs" / "memory-390.png"
+SCREENSHOT_DELETED = ROOT / "docs" / "memory-deleted.png"
 
 
 def memory(page):
     return page.get_by_role("region", name="Memory")
+
+
+def chat_notes(page):
+    return memory(page).locator("#memory-chat")
+
+
+def recently_deleted(page):
+    return memory(page).get_by_role("region", name=re.compile("^Recently deleted"))
+
+
+def memory_with_plans(page, user):
+    """Alice's main chat with a note of her plans, and the page showing its Memory view."""
+    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+    message_append(session=session, role="user", content="Remember my plans")
+    note_put(user=user, session=session, path="/memories/plans.md", content="Trip to Lisbon in May")
+    page.reload()
+    open_memory(page)
+    return session
 
 
 def open_memory(page):
@@ -54,31 +74,38 @@ def test_the_memory_view_lists_edits_deletes_and_restores_notes(logged_in_page, 
     note = {"command": "create", "path": "/memories/plans.md", "file_text": "Trip to Lisbon in May"}
     send_and_wait(page, canvas_prompt(("memory", note)))
     open_memory(page)
-    card = memory(page).get_by_role("article").filter(has_text="plans.md")
+    card = chat_notes(page).get_by_role("article").filter(has_text="plans.md")
     card.get_by_text("Trip to Lisbon in May").wait_for()
     assert "Kept by Buddy" in card.inner_text()
     assert memory(page).get_by_text("Nothing Buddy remembers across chats yet.").is_visible()
+    assert recently_deleted(page).get_by_text("Nothing deleted recently.").is_visible()
 
     card.get_by_role("button", name="Edit /memories/plans.md").click()
     card.get_by_label("Text of /memories/plans.md").fill("Trip to Lisbon in June")
     card.get_by_role("button", name="Save").click()
     card.get_by_text("Trip to Lisbon in June").wait_for()
     assert "Edited by you" in card.inner_text()
+    assert card.get_by_role("link", name="from this message").count() == 0  # the user's own text now
     assert Note.objects.get().content == "Trip to Lisbon in June"
 
     card.get_by_role("button", name="History of /memories/plans.md").click()
     versions = card.get_by_role("list", name="Versions of /memories/plans.md")
     versions.wait_for()
     assert versions.get_by_role("listitem").count() == 2
-    versions.get_by_role("button", name=re.compile("Restore this version")).click()
+    versions.get_by_role("button", name=re.compile("^Restore this version")).click()
     versions.wait_for(state="detached")  # the list is drawn again, with the note as restored
     card.locator(".note-text", has_text="Trip to Lisbon in May").wait_for()
     assert Note.objects.get().content == "Trip to Lisbon in May"
+    assert "Restored by you" in card.inner_text()  # Buddy's text again, and where it came from
+    assert card.get_by_role("link", name="from this message").count() == 1
 
     card.get_by_role("button", name="Delete /memories/plans.md").click()
-    memory(page).get_by_text("Deleted plans.md.").wait_for()
+    gone = recently_deleted(page).get_by_role("article").filter(has_text="plans.md")
+    gone.get_by_text("Trip to Lisbon in May").wait_for()
     assert not Note.objects.exists()
-    memory(page).get_by_role("button", name="Restore /memories/plans.md").click()
+    restore = gone.get_by_role("button", name="Restore /memories/plans.md")
+    assert restore.evaluate("node => node === document.activeElement")  # the keyboard is where the note went
+    restore.click()
     card.get_by_text("Trip to Lisbon in May").wait_for()
     assert Note.objects.get().content == "Trip to Lisbon in May"
 
@@ -87,13 +114,71 @@ def test_the_memory_view_lists_edits_deletes_and_restores_notes(logged_in_page, 
     assert memory(page).is_hidden()
 
 
-def test_a_refused_note_edit_says_what_the_server_said_and_an_oversized_one_is_never_sent(logged_in_page, user):
+def test_a_deleted_note_comes_back_after_a_reload_with_where_it_came_from(logged_in_page, user):
     page = logged_in_page
-    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
-    message_append(session=session, role="user", content="Remember my plans")
-    note_put(user=user, session=session, path="/memories/plans.md", content="Trip to Lisbon in May")
+    note = {"command": "create", "path": "/memories/plans.md", "file_text": "Trip to Lisbon in May"}
+    send_and_wait(page, canvas_prompt(("memory", note)))
+    log(page).get_by_text("memory create /memories/plans.md: saved.").wait_for()  # the demo says what it did
+    source_id = Note.objects.get().source_message_id
+    assert source_id
+    open_memory(page)
+    card = chat_notes(page).get_by_role("article").filter(has_text="plans.md")
+    card.get_by_role("button", name="Delete /memories/plans.md").click()
+    recently_deleted(page).get_by_role("article").filter(has_text="plans.md").wait_for()
+
     page.reload()
     open_memory(page)
+    gone = recently_deleted(page).get_by_role("article").filter(has_text="plans.md")
+    gone.get_by_text("Trip to Lisbon in May").wait_for()
+    assert "Deleted by you" in gone.inner_text() and "this chat" in gone.inner_text()
+    assert chat_notes(page).get_by_text("Nothing yet.").is_visible()
+    gone.get_by_role("button", name="Restore /memories/plans.md").click()
+    card.get_by_text("Trip to Lisbon in May").wait_for()
+    assert "Restored by you" in card.inner_text()
+    link = card.get_by_role("link", name="from this message")
+    assert f"around={source_id}#" in link.get_attribute("href")
+    recently_deleted(page).get_by_text("Nothing deleted recently.").wait_for()
+    assert Note.objects.get().source_message_id == source_id
+    link.click()
+    log(page).locator(f'[data-message-id="{source_id}"].is-linked').wait_for()
+
+
+def test_the_memory_view_says_when_it_cannot_reach_buddy_and_recovers(logged_in_page, user):
+    page = logged_in_page
+    session = memory_with_plans(page, user)
+    card = chat_notes(page).get_by_role("article").filter(has_text="plans.md")
+    card.wait_for()
+
+    attempts: list[float] = []
+
+    def unreachable(route):
+        attempts.append(time.monotonic())
+        route.abort("internetdisconnected")
+
+    notes_url = re.compile(r"/memory/notes(\?|$)")
+    page.route(notes_url, unreachable)
+    page.get_by_role("button", name="Canvas", exact=True).click()
+    page.get_by_role("button", name="Memory", exact=True).click()
+    status = memory(page).get_by_role("status").filter(has_text="Cannot reach Buddy — retrying…")
+    status.wait_for()
+    assert card.is_visible()  # what it showed stays: never a blank view
+    deadline = time.monotonic() + 15
+    while len(attempts) < 6 and time.monotonic() < deadline:  # three tries of its two lists
+        page.wait_for_timeout(100)
+    tries = attempts[::2]
+    assert len(tries) >= 3, attempts
+    assert tries[2] - tries[1] > 1.5 * (tries[1] - tries[0])  # it waits longer each time
+
+    note_put(user=user, session=session, path="/memories/later.md", content="Written while away")
+    page.unroute(notes_url)
+    status.wait_for(state="hidden")
+    chat_notes(page).get_by_text("Written while away").wait_for()
+    assert card.is_visible()
+
+
+def test_a_refused_note_edit_says_what_the_server_said_and_an_oversized_one_is_never_sent(logged_in_page, user):
+    page = logged_in_page
+    memory_with_plans(page, user)
     card = memory(page).get_by_role("article").filter(has_text="plans.md")
     card.get_by_role("button", name="Edit /memories/plans.md").click()
     box = card.get_by_label("Text of /memories/plans.md")
@@ -183,13 +268,22 @@ def test_screenshot_of_the_memory_view(logged_in_page, user):
     note_put(user=user, session=session, path="/memories/trip.md", content=trip, by="model", source=kept)
     note_put(user=user, session=session, path="/memories/todo.md", content="Book the night train by Friday")
     note_put(user=user, session=None, path="/memories/profile/diet.md", content="Vegetarian\nPrefers short answers")
+    hotels = "Alfama: 3 nights"
+    note_put(user=user, session=session, path="/memories/hotels.md", content=hotels, by="model", source=kept)
+    note_delete(user=user, session=session, path="/memories/hotels.md")
+    note_put(user=user, session=None, path="/memories/profile/city.md", content="Lives in Porto")
+    note_delete(user=user, session=None, path="/memories/profile/city.md")
     page.reload()
     open_memory(page)
     memory(page).get_by_text("Book the night train by Friday").wait_for()
-    card = memory(page).get_by_role("article").filter(has_text="trip.md")
+    card = chat_notes(page).get_by_role("article").filter(has_text="trip.md")
     card.get_by_role("button", name="History of /memories/trip.md").click()
     card.get_by_role("list", name="Versions of /memories/trip.md").wait_for()
     page.screenshot(path=str(SCREENSHOT))
+    gone = recently_deleted(page)
+    gone.get_by_text("Alfama: 3 nights").wait_for()
+    gone.scroll_into_view_if_needed()
+    memory(page).screenshot(path=str(SCREENSHOT_DELETED))
     page.set_viewport_size({"width": 390, "height": 844})
     memory(page).scroll_into_view_if_needed()
     memory(page).screenshot(path=str(SCREENSHOT_NARROW))

@@ -383,8 +383,17 @@ def test_screenshots_of_the_page_at_390_px_and_the_admin_session_page(busy_chat,
     page.get_by_role("button", name="On the canvas: This week").wait_for()
     page.screenshot(path=str(DOCS / "screenshot-390.png"))
 
+    # The chat's memory notes, which its admin page shows above the transcript.
+    from memory.notes.services import note_put
+
+    busy_chat.title = "Planning the week"
+    busy_chat.save(update_fields=["title"])
+    source = busy_chat.messages.filter(role="assistant").order_by("id").first()
+    note_put(user=user, session=busy_chat, path="/memories/plans.md", content="Gym on Monday\nTeam lunch on Tuesday")
+    note_put(user=user, session=busy_chat, path="/memories/items.md", content="Items 0–11", by="model", source=source)
+
     get_user_model().objects.create_superuser(username="root", password="root-pass-1", email="r@x.test")
-    admin = page.context.browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-US")
+    admin = page.context.browser.new_context(viewport={"width": 1280, "height": 1100}, locale="en-US")
     admin_page = admin.new_page()
     admin_page.goto(f"{live_server_url}/admin/login/")
     admin_page.get_by_label("Username").fill("root")
@@ -394,6 +403,7 @@ def test_screenshots_of_the_page_at_390_px_and_the_admin_session_page(busy_chat,
     admin_page.get_by_text("transcript", exact=False).first.wait_for()
     assert admin_page.locator(".buddy-transcript li").count() >= 24
     assert admin_page.get_by_role("link", name="canvas", exact=True).count() == 1
+    assert admin_page.locator(".buddy-notes").get_by_role("link", name="/memories/items.md").is_visible()
     admin_page.locator(".field-transcript").scroll_into_view_if_needed()
     admin_page.evaluate("window.scrollTo(0, 0)")
     admin_page.screenshot(path=str(DOCS / "admin-session.png"))
