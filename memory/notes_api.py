@@ -41,14 +41,14 @@ SAVE_ERRORS = dict.fromkeys((401, 403, 404, 409, 413, 422), ErrorOut)
 
 
 def _source(item: Any) -> dict[str, Any]:
-    return _message_place(item.source_message)
+    # `source_prompt_id` is annotated by the selectors that list notes and versions.
+    return _message_place(item.source_message, prompt_id=getattr(item, "source_prompt_id", None))
 
 
-def _message_place(message: Any) -> dict[str, Any]:
+def _message_place(message: Any, *, prompt_id: int | None = None) -> dict[str, Any]:
     if message is None:
         return {"source_message_id": None, "source_prompt_id": None, "source_agent": None, "source_chat_id": None}
-    # Annotated by the selectors that list notes and versions; looked up for a single note.
-    prompt_id = getattr(item, "source_prompt_id", None) or turn_prompt_id(message=message)
+    prompt_id = prompt_id or turn_prompt_id(message=message)  # looked up for a single note
     return {
         "source_message_id": message.pk,
         "source_prompt_id": prompt_id,

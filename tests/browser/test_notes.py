@@ -121,6 +121,8 @@ def test_a_deleted_note_comes_back_after_a_reload_with_where_it_came_from(logged
     log(page).get_by_text("memory create /memories/plans.md: saved.").wait_for()  # the demo says what it did
     source_id = Note.objects.get().source_message_id
     assert source_id
+    # The link opens the person's message the note came from: the prompt of the tool call's turn.
+    prompt_id = Message.objects.filter(id__lt=source_id, is_turn_start=True).latest("id").id
     open_memory(page)
     card = chat_notes(page).get_by_role("article").filter(has_text="plans.md")
     card.get_by_role("button", name="Delete /memories/plans.md").click()
@@ -136,11 +138,11 @@ def test_a_deleted_note_comes_back_after_a_reload_with_where_it_came_from(logged
     card.get_by_text("Trip to Lisbon in May").wait_for()
     assert "Restored by you" in card.inner_text()
     link = card.get_by_role("link", name="from this message")
-    assert f"around={source_id}#" in link.get_attribute("href")
+    assert f"around={prompt_id}#" in link.get_attribute("href")
     recently_deleted(page).get_by_text("Nothing deleted recently.").wait_for()
     assert Note.objects.get().source_message_id == source_id
     link.click()
-    log(page).locator(f'[data-message-id="{source_id}"].is-linked').wait_for()
+    log(page).locator(f'[data-message-id="{prompt_id}"].is-linked').wait_for()
 
 
 def test_the_memory_view_says_when_it_cannot_reach_buddy_and_recovers(logged_in_page, user):

@@ -39,6 +39,7 @@ def test_deleted_notes_of_both_scopes_are_listed_as_they_were(api, session, user
         "updated_at": None,
         "updated_by": "model",
         "source_message_id": source.id,
+        "source_prompt_id": None,  # the chat has no prompt before that message
         "source_agent": "buddy",
         "source_chat_id": "main",
         "deleted_at": None,
