@@ -127,14 +127,30 @@ SQLITE_OPTIONS = {
     "timeout": 30,
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
 }
+#
+# Connections are kept (BUDDY_DB_CONN_MAX_AGE seconds, checked before reuse): turns, socket calls and
+# background jobs run on long-lived threads (agent/threads.py, the loop's executor, the worker), each
+# keeping its connection instead of opening one per request. BUDDY_DB_POOL=N on PostgreSQL uses
+# psycopg's pool of at most N connections instead (docs/deploy.md), which also serves the
+# short-lived threads Django gives each HTTP request's middleware.
+BUDDY_DB_CONN_MAX_AGE = env_int("BUDDY_DB_CONN_MAX_AGE", 600)
+BUDDY_DB_POOL = env_int("BUDDY_DB_POOL", 0)
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'buddy.sqlite3'}",
-        conn_max_age=0,  # under ASGI every request runs in its own thread: never keep connections
+        conn_max_age=BUDDY_DB_CONN_MAX_AGE,
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
+elif BUDDY_DB_POOL > 0:
+    # Pooled connections go back to the pool when Django closes them: no persistent ones on top.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"].get("OPTIONS", {}),
+        "pool": {"min_size": min(4, BUDDY_DB_POOL), "max_size": BUDDY_DB_POOL, "timeout": 30},
+    }
     # A file, not :memory:, so live servers, worker processes and threads share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_buddy.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
