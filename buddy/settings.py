@@ -314,11 +314,14 @@ BUDDY_WS_MAX_DEPTH = env_int("BUDDY_WS_MAX_DEPTH", 32)
 BUDDY_WS_REPLAY_INTERVAL = env_float("BUDDY_WS_REPLAY_INTERVAL", 0.5)
 # Bytes daphne may hold for one socket whose client does not read before it drops the connection.
 BUDDY_WS_SEND_BUFFER_BYTES = env_int("BUDDY_WS_SEND_BUFFER_BYTES", 4 * 1024 * 1024)
+# Least seconds between two `assistant_delta` frames of one reply: text streamed sooner is sent in the
+# next one, so a fast model's many small pieces cost a few channel-layer messages, not one each.
+BUDDY_DELTA_INTERVAL = env_float("BUDDY_DELTA_INTERVAL", 0.05)
 # Tool calls run from one model response; the rest get an is_error result saying why.
 BUDDY_MAX_TOOL_CALLS = env_int("BUDDY_MAX_TOOL_CALLS", 50)
 # Threads that run WebSocket turns (model calls wait on the network there), apart from the pool that
 # serves replays and other quick database work.
-BUDDY_TURN_THREADS = env_int("BUDDY_TURN_THREADS", 16)
+BUDDY_TURN_THREADS = env_int("BUDDY_TURN_THREADS", 64)
 # Hosts canvas media may load from over https; same-site paths always may (the page's CSP says so too).
 BUDDY_MEDIA_HOSTS = [
     host.strip().lower() for host in os.environ.get("BUDDY_MEDIA_HOSTS", "").split(",") if host.strip()
