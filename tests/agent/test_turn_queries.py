@@ -75,3 +75,22 @@ def test_turns_past_window_steps_queue_the_summary_exactly_when_due_within_the_l
 def test_a_turn_writes_no_relayed_frames_in_the_process_serving_the_sockets(user, plain_turns):
     queries_of_a_turn(user, "hello")
     assert not RelayedFrame.objects.exists()
+
+
+@pytest.mark.parametrize(("interval", "deltas"), [(0, 3), (3600, 2)])
+def test_streamed_text_is_sent_in_at_most_one_delta_per_interval(
+    user, plain_turns, settings, monkeypatch, interval, deltas
+):
+    """The first piece goes at once; what streams within BUDDY_DELTA_INTERVAL of it waits for the end of
+    the answer (the fake streams each text in 3 pieces). Together the deltas are the reply."""
+    from realtime import push
+
+    settings.BUDDY_DELTA_INTERVAL = interval
+    sent: list[dict] = []
+    group_send = push._group_send
+    monkeypatch.setattr(push, "_group_send", lambda group, message: (sent.append(message), group_send(group, message)))
+    reply = prompt_submit(user=user, text="tell me something", chat=CHAT)
+    texts = [m["frame"]["text"] for m in sent if m["frame"]["type"] == "assistant_delta"]
+    assert len(texts) == deltas
+    assert "".join(texts) == reply.reply == "Echo: tell me something"
+    assert [m["frame"]["type"] for m in sent][-1] == "assistant_message"
