@@ -4,8 +4,9 @@ The database stays the source of truth: a layer may drop a message (channels-red
 capacity), and a client that sees a gap in the canvas `version` asks for a replay.
 
 With the in-memory channel layer of the embedded default, a layer reaches only its own process: a
-process with no sockets of its own (the task worker running a scheduled prompt) writes its group
-messages to the database instead, and the server process relays them (realtime/relay.py).
+process that serves no sockets (the task worker running a scheduled prompt) writes its group messages
+to the database instead, and the server process relays them (realtime/relay.py). The server process
+itself never does: whoever can receive its frames is one of its own sockets.
 
 A chat's group is named by what names the chat — (user, agent, chat_id) — not by the session's id:
 a socket may be opened on a chat that does not exist yet (it replays empty and creates nothing), and
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Session
-from realtime.frames import ServerFrame
+from realtime.frames import AssistantDeltaFrame, ServerFrame
 from realtime.models import RelayedFrame
 
 logger = logging.getLogger(__name__)
@@ -53,10 +55,18 @@ def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
 
-# Sockets open in this process (counted by the consumer).
+# Sockets open in this process (counted by the consumer), and whether it is the server that holds them.
 _local_sockets = 0
+_serves_sockets = False
 _database_writes = 0
 PRUNE_EVERY_WRITES = 500
+
+
+def sockets_served_here() -> None:
+    """This process is the one that serves the sockets (buddy/asgi.py): its frames go to its own
+    layer even while no socket is open, since nobody else could receive them."""
+    global _serves_sockets
+    _serves_sockets = True
 
 
 def local_socket_opened() -> None:
@@ -75,7 +85,7 @@ def layer_is_in_memory() -> bool:
 
 def _through_database() -> bool:
     """Whether this process's group messages must go through the database to reach any socket."""
-    return _local_sockets == 0 and layer_is_in_memory()
+    return _local_sockets == 0 and not _serves_sockets and layer_is_in_memory()
 
 
 def _group_send(group: str, message: dict[str, Any]) -> None:
@@ -111,6 +121,28 @@ def push_frame_on_commit(session: Session | int, frame: ServerFrame) -> None:
     group = session_group(session)
     message = _frame_message(frame)
     transaction.on_commit(lambda: _group_send(group, message))
+
+
+class DeltaStream:
+    """A reply's text as `assistant_delta` frames, at most one per BUDDY_DELTA_INTERVAL seconds: the first
+    piece goes at once, pieces that follow sooner wait for the next piece after the interval or for
+    flush() (the end of the model's answer, or a frame that must come after the text so far)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.pieces: list[str] = []
+        self.sent_at = float("-inf")
+
+    def add(self, text: str) -> None:
+        self.pieces.append(text)
+        if time.monotonic() - self.sent_at >= settings.BUDDY_DELTA_INTERVAL:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pieces:
+            text, self.pieces = "".join(self.pieces), []
+            push_frame(self.session, AssistantDeltaFrame(text=text))
+            self.sent_at = time.monotonic()
 
 
 def user_sockets_close(*, user_id: int) -> None:
