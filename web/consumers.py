@@ -48,7 +48,8 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from agent.chat import LoginNoLongerValid, chat_cancel, chat_confirmation_answer, chat_open, chat_prompt, chat_replay
-from agent.turn import ModelFailed
+from agent.limits import PromptBucket
+from agent.turn import ModelFailed, TurnRunning, prompt_check, turn_running_here
 from canvas.elements import CanvasCommandError
 from conversations.errors import DomainError, InvalidInput
 from conversations.models import Agent
@@ -138,6 +139,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         self.replay_wanted = False
         self.replays_answered = asyncio.Event()  # no replay is waiting to be sent
         self.replays_answered.set()
+        self.prompt_bucket = PromptBucket(per_minute=settings.BUDDY_PROMPTS_PER_MINUTE)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -301,7 +303,13 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         time, and its own deltas (group messages) must reach it while the turn runs. The turn pushes
         `user_message`, `tool_use`, `tool_result`, `assistant_delta`, `assistant_message` (and a
         `model_failed` error) to every socket of the chat; refusals (turn_running, too_large, …) answer this socket
-        only."""
+        only. A prompt that would be refused as turn_running or rate_limited is refused here first when
+        this process can tell (agent.limits.PromptBucket, agent.turn.turn_running_here): a flood costs
+        no database write per frame."""
+        prompt_check(text)  # what is refused as invalid spends no prompt
+        if turn_running_here(user_id=self.user.pk, agent_id=self.agent.pk, chat_id=self.chat_id):
+            raise TurnRunning()
+        self.prompt_bucket.take()
         task = asyncio.create_task(self._turn(text, kind))
         self.turn_tasks.add(task)
         task.add_done_callback(self.turn_tasks.discard)
