@@ -82,6 +82,11 @@ CLOSE_INVALID_QUERY = 4400
 CLOSE_LOGGED_OUT = 4401
 CLOSE_UNKNOWN_AGENT = 4404
 
+# After answering a refused frame, a socket's next frame waits this long: a client that floods a
+# socket with frames to refuse has them answered at a bounded pace, and (buddy/server.py) stops being
+# read meanwhile, so its flood costs the other sockets little (docs/security.md, "Floods").
+REFUSAL_PAUSE_SECONDS = 0.01
+
 
 def _in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     """database_sync_to_async on the loop's thread pool. The default (thread_sensitive) runs every
@@ -237,8 +242,10 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         except (FrameError, DomainError) as error:
             await self.replays_answered.wait()
             await self.send_error(error.code, error.detail)
+            await asyncio.sleep(REFUSAL_PAUSE_SECONDS)
         except CanvasCommandError as error:
             await self.send_error(error.code, str(error))
+            await asyncio.sleep(REFUSAL_PAUSE_SECONDS)
 
     async def on_prompt(self, frame: PromptFrame) -> None:
         await self.start_turn(frame.text)

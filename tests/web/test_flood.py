@@ -16,7 +16,7 @@ from tests.web.test_consumer_turns import frames_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FLOOD = 400
+FLOOD = 150
 
 
 @contextmanager
@@ -50,7 +50,7 @@ async def refusals(socket, count: int) -> list[str]:
     """The codes of the next `count` error frames (other frames skipped)."""
     codes: list[str] = []
     while len(codes) < count:
-        frame = await socket.receive_json_from(timeout=20)
+        frame = await socket.receive_json_from(timeout=30)
         if frame["type"] == "error":
             codes.append(frame["code"])
     return codes
@@ -81,7 +81,7 @@ async def test_a_prompt_flood_past_the_rate_limit_writes_nothing_and_another_use
 async def test_a_prompt_flood_while_a_turn_runs_is_refused_without_the_database(user, agent, fake_anthropic, settings):
     settings.BUDDY_LLM_RETRIES = 0
     fake_anthropic.queue_text("slow " * 60)
-    fake_anthropic.delay_stream(0.2)  # a turn of some seconds, longer than the flood takes
+    fake_anthropic.delay_stream(1.5)  # ~10 events: a turn of some 15 s, longer than the flood takes
     cookie = await login_cookie(user)
     async with opened(cookie) as tab:
         await tab.send_json_to({"type": "prompt", "text": "first"})
