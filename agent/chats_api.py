@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from asgiref.sync import sync_to_async
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from ninja import Query, Router
+from ninja import Query, Router, Status
 
 from agent.chats import chat_delete, chat_export_lines, chat_export_name, chat_rename
 from conversations import selectors
@@ -57,7 +57,7 @@ def chat_delete_view(request: HttpRequest, query: Query[ChatIn]):
     user's; 409 while a turn runs in it. The chat's open sockets get `chat_deleted`, every socket of
     the user `chats_changed`. A prompt to the same chat id afterwards starts a new, empty chat."""
     chat_delete(user=request.user, chat=query.chat)
-    return 204, None
+    return Status(204, None)
 
 
 def _chunks(lines: Iterator[str]) -> Iterator[str]:

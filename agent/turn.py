@@ -42,7 +42,7 @@ from realtime.frames import (
     ToolUseFrame,
     UserMessageFrame,
 )
-from realtime.push import push_frame, push_frame_on_commit
+from realtime.push import chats_changed_on_commit, push_frame, push_frame_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -195,6 +195,7 @@ def turn_run(
             prompt = message_append(session=session, role="user", content=text)
             session_title_from_prompt(session=session, prompt=prompt)
             push_frame_on_commit(session, UserMessageFrame(text=text, message_id=prompt.id, kind=kind))
+            chats_changed_on_commit(session, "message")  # the user's chat lists, in every tab
             if on_prompt is not None:
                 on_prompt(prompt)
     try:
@@ -216,6 +217,7 @@ def turn_run(
             sources=turn_sources(session=session, reply_id=result.message_id),
         ),
     )
+    chats_changed_on_commit(session, "message")
     _memory_follow(session)
     return result
 

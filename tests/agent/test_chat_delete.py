@@ -163,14 +163,16 @@ def _rows_pointing_at(table: str, *, session_id: int, message_ids: list[int]) ->
     return found
 
 
-def _fts_rows(session_id: int, word: str) -> int:
-    """SQLite: messages the full-text index still finds for the session's term."""
-    if connection.vendor != "sqlite":
-        return 0
+def _fts_rows(session: Session, word: str, message_ids: list[int] | None = None) -> int:
+    """Messages the full-text index still finds for the session's term (SQLite's FTS5), or still holds
+    rows of (PostgreSQL's side table), of the session's messages or of `message_ids`."""
+    ids = message_ids or list(Message.objects.filter(session=session).values_list("id", flat=True))
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT COUNT(*) FROM memory_message_fts WHERE memory_message_fts MATCH %s", [f'"{session_id}_{term_of(word)}"']
-        )
+        if connection.vendor == "sqlite":
+            term = f'"{session.pk}_{term_of(word)}"'
+            cursor.execute("SELECT COUNT(*) FROM memory_message_fts WHERE memory_message_fts MATCH %s", [term])
+        else:
+            cursor.execute("SELECT COUNT(*) FROM memory_message_search WHERE id = ANY(%s)", [ids])
         return cursor.fetchone()[0]
 
 
@@ -189,7 +191,7 @@ def test_a_deleted_chat_leaves_nothing_in_any_table_and_the_others_keep_everythi
         content="likes trains",
         source=Message.objects.get(pk=message_ids[-1]),
     )
-    assert _fts_rows(doomed.pk, GONE) == (4 if connection.vendor == "sqlite" else 0)
+    assert _fts_rows(doomed, GONE, message_ids) == 4
     tables = _content_tables()
     assert all(_rows_saying(table, GONE) == [] for table in ("auth_user", "django_migrations"))
     before = {table: _rows_saying(table, KEPT) + _rows_saying(table, OTHERS) for table in tables}
@@ -201,8 +203,8 @@ def test_a_deleted_chat_leaves_nothing_in_any_table_and_the_others_keep_everythi
         assert _rows_saying(table, GONE) == [], f"{table} still holds the deleted chat's text"
         assert _rows_pointing_at(table, session_id=doomed.pk, message_ids=message_ids) == []
         assert _rows_saying(table, KEPT) + _rows_saying(table, OTHERS) == before[table], f"{table} lost another chat"
-    assert _fts_rows(doomed.pk, GONE) == 0
-    assert _fts_rows(kept.pk, KEPT) > 0 and _fts_rows(others.pk, OTHERS) > 0
+    assert _fts_rows(doomed, GONE, message_ids) == 0
+    assert _fts_rows(kept, KEPT) == 4 == _fts_rows(others, OTHERS)
     assert not Session.objects.filter(pk=doomed.pk).exists()
     assert Message.objects.filter(session=kept).count() == 4 == Message.objects.filter(session=others).count()
     # The calls' token counts stay for cost reporting, with nothing of the chat.
