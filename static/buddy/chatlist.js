@@ -7,6 +7,7 @@ import { withQuery } from "./api.js";
 import { describeError } from "./errors.js";
 
 const relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
+const AGES_REFRESH_MS = 60_000;
 const RELOAD_DELAY_MS = 150; // a turn's frames come in bursts: one read of the list for a burst
 
 /** A fresh chat id, valid as the README's chat-id rule says, and sortable by time. */
@@ -21,9 +22,10 @@ export function newChatId(now = new Date()) {
 export function ago(isoDate) {
   const date = new Date(isoDate);
   if (!isoDate || Number.isNaN(date.getTime())) return "";
-  let value = (date.getTime() - Date.now()) / 1000;
+  const seconds = (date.getTime() - Date.now()) / 1000;
+  if (Math.abs(seconds) < 60) return "just now";
+  let value = seconds / 60;
   const steps = [
-    [60, "second"],
     [60, "minute"],
     [24, "hour"],
     [7, "day"],
@@ -80,6 +82,8 @@ export class ChatList {
     this.reloadTimer = null;
     this.ready = Promise.resolve(); // the list the history waits for (see reload)
     dom.newChat.addEventListener("click", () => this.onOpen(newChatId(), { isNew: true }));
+    // "5 minutes ago" grows older while the page stays open.
+    setInterval(() => this.renaming || this.render(), AGES_REFRESH_MS);
   }
 
   /** Reads the list again; the history of the chat shown waits for this one. */
