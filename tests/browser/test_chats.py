@@ -190,6 +190,14 @@ def test_sending_from_a_page_opened_at_an_older_message_shows_every_message(live
     log(page).get_by_text("Opened at this message").wait_for()
     assert log(page).get_by_text("line 160", exact=True).count() == 0
     send_and_wait(page, "and now something new")
+    # The page first goes back to the newest messages, then sends: wait for the turn's reply.
+    log(page).locator(".msg-user", has_text="and now something new").wait_for()
+    page.wait_for_function(
+        "() => { const rows = [...document.querySelectorAll('#conversation .msg')];"
+        " return rows.length > 0 && rows.at(-1).classList.contains('msg-assistant')"
+        " && !rows.at(-1).classList.contains('is-streaming')"
+        " && document.getElementById('composer').dataset.running === 'false'; }"
+    )
     texts = log(page).locator(".msg-text").all_inner_texts()
     # From the newest page on, every message in order up to the new prompt and its reply: no hole.
     assert texts[-2] == "and now something new"
