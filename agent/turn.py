@@ -46,7 +46,7 @@ from realtime.frames import (
     ToolUseFrame,
     UserMessageFrame,
 )
-from realtime.push import DeltaStream, push_frame, push_frame_on_commit
+from realtime.push import DeltaStream, chats_changed_on_commit, push_frame, push_frame_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -243,6 +243,7 @@ def turn_run(
             prompt = message_append(session=session, role="user", content=text)
             session_title_from_prompt(session=session, prompt=prompt)
             push_frame_on_commit(session, UserMessageFrame(text=text, message_id=prompt.id, kind=kind))
+            chats_changed_on_commit(session, "message")  # the user's chat lists, in every tab
             if on_prompt is not None:
                 on_prompt(prompt)
     turn_lease_hold(session=session, lease_id=lease_id)
@@ -260,6 +261,7 @@ def turn_run(
     # Sources come from memory tools' results: a turn that called no tool has none to look up.
     sources = turn_sources(session=session, reply_id=result.message_id) if result.used_tools else []
     push_frame(session, AssistantMessageFrame(text=result.reply, message_id=result.message_id, sources=sources))
+    chats_changed_on_commit(session, "message")
     _memory_follow(session, result)
     return result
 

@@ -238,6 +238,7 @@ def model_call_record(
     usage = reply.usage if reply is not None else {}
     return ModelCall.objects.create(
         session=session,
+        user_id=session.user_id,
         kind=kind,
         model=(reply.model if reply is not None and reply.model else model),
         input_tokens=usage.get("input_tokens") or 0,

@@ -28,7 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Session
-from realtime.frames import AssistantDeltaFrame, ServerFrame
+from realtime.frames import AssistantDeltaFrame, ChatChange, ChatDeletedFrame, ChatsChangedFrame, ServerFrame
 from realtime.models import RelayedFrame
 
 logger = logging.getLogger(__name__)
@@ -88,10 +88,13 @@ def _through_database() -> bool:
     return _local_sockets == 0 and not _serves_sockets and layer_is_in_memory()
 
 
-def _group_send(group: str, message: dict[str, Any]) -> None:
-    """Send now. A failing layer is logged, never raised: pushing is best effort."""
+def _group_send(group: str, message: dict[str, Any], *, relay: bool = True) -> None:
+    """Send now. A failing layer is logged, never raised: pushing is best effort. `relay=False`: never
+    through the database (a frame that must leave no row behind, e.g. a deleted chat's notice)."""
     try:
         if _through_database():
+            if not relay:
+                return  # no socket in this process, and the in-memory layer reaches no other one
             global _database_writes
             RelayedFrame.objects.create(group=group, message=message)
             _database_writes += 1
@@ -148,3 +151,26 @@ class DeltaStream:
 def user_sockets_close(*, user_id: int) -> None:
     """Close every socket of the user, in every process (best effort)."""
     _group_send(user_group(user_id), dict(USER_LOGOUT_MESSAGE))
+
+
+def chats_changed_on_commit(session: Session, change: ChatChange) -> None:
+    """Tell every socket of the session's user that this chat changed (the chat list follows), once the
+    surrounding transaction commits."""
+    frame = ChatsChangedFrame(change=change, agent=session.agent.slug, chat_id=session.chat_id)
+    message = _frame_message(frame)
+    group = user_group(session.user_id)
+    transaction.on_commit(lambda: _group_send(group, message))
+
+
+def chat_deleted_on_commit(*, user_id: int, agent_id: int, agent: str, chat_id: str) -> None:
+    """Once the deletion commits: `chat_deleted` to the chat's sockets and `chats_changed` to every
+    socket of the user. Never relayed through the database, which must keep nothing of the chat."""
+    group = chat_group(user_id=user_id, agent_id=agent_id, chat_id=chat_id)
+    notice = _frame_message(ChatDeletedFrame(agent=agent, chat_id=chat_id))
+    changed = _frame_message(ChatsChangedFrame(change="deleted", agent=agent, chat_id=chat_id))
+
+    def send() -> None:
+        _group_send(group, notice, relay=False)
+        _group_send(user_group(user_id), changed, relay=False)
+
+    transaction.on_commit(send)
