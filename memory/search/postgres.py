@@ -220,47 +220,6 @@ UNINSTALL = [
 ]
 
 
-def session_tokens_add(cursor) -> None:
-    """Give the sessions' statistics the sum of their messages' token estimates (memory 0009): the
-    column, its value for what is archived, and the trigger functions that keep it."""
-    cursor.execute("ALTER TABLE memory_search_session ADD COLUMN IF NOT EXISTS tokens bigint NOT NULL DEFAULT 0")
-    cursor.execute(
-        "UPDATE memory_search_session AS s SET tokens = coalesce("
-        "(SELECT sum(tokens) FROM conversations_message WHERE session_id = s.session_id), 0)"
-    )
-    for statement in INSTALL:
-        if statement.startswith("CREATE FUNCTION memory_search_"):
-            cursor.execute(statement.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
-
-
-def rebuild(cursor) -> None:
-    """Drop the index, its triggers and statistics, and build them again from the archive: what a
-    migration runs when the design changed. Locks the message table while it runs."""
-    for statement in UNINSTALL + INSTALL:
-        cursor.execute(statement)
-    cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # a faster GIN build on a long archive
-    for statement in BACKFILL:
-        cursor.execute(statement)
-
-
-def terms_bounded(cursor) -> bool:
-    """Whether the term statistics record where each term's plain list ends (memory 0004)."""
-    cursor.execute(
-        "SELECT 1 FROM information_schema.columns"
-        " WHERE table_name = 'memory_search_term' AND column_name = 'plain_last'"
-    )
-    return cursor.fetchone() is not None
-
-
-def first_design_installed(cursor) -> bool:
-    """Whether the tsvector is a column of the message table (a database migrated before memory 0003)."""
-    cursor.execute(
-        "SELECT 1 FROM information_schema.columns"
-        " WHERE table_name = 'conversations_message' AND column_name = 'search_vector'"
-    )
-    return cursor.fetchone() is not None
-
-
 # The columns of memory_search_term that memory.search hands back in Lookup.index_stats.
 TERM_COLUMNS = ("plain_last", "last_id")
 
@@ -321,8 +280,8 @@ def candidates(
 # off for its own statements and are put back when it returns, whatever happens. Settings in a
 # transaction of its own cost the search four round trips (begin, set, query, commit) instead of one.
 # The weights are passed as a parameter (exact, whatever extra_float_digits says); the tsqueries are
-# written out, so that the planner sees their lexemes. Migration 0007 runs this text: a change to it
-# needs a migration of its own to reach databases migrated before.
+# written out, so that the planner sees their lexemes. Migration 0007 carries its own copy of this text:
+# a change here needs a migration of its own (with the new text) to reach any database.
 CANDIDATES_INSTALL = [
     """CREATE OR REPLACE FUNCTION memory_search_candidates(
             queries text[], weights float8[], bounds bigint[], max_id bigint, most integer)

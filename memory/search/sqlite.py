@@ -121,22 +121,6 @@ UNINSTALL = [
 ]
 
 
-def session_tokens_add(cursor) -> None:
-    """Give the sessions' statistics the sum of their messages' token estimates (memory 0009): the
-    column, its value for what is archived, and triggers that keep it."""
-    cursor.execute("SELECT 1 FROM pragma_table_info('memory_search_session') WHERE name = 'tokens'")
-    if cursor.fetchone() is None:
-        cursor.execute("ALTER TABLE memory_search_session ADD COLUMN tokens integer NOT NULL DEFAULT 0")
-    cursor.execute(
-        "UPDATE memory_search_session SET tokens = coalesce("
-        "(SELECT sum(tokens) FROM conversations_message AS m WHERE m.session_id = memory_search_session.session_id), 0)"
-    )
-    for name in ("memory_search_message_insert", "memory_search_message_delete", "memory_search_message_update"):
-        cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
-    for statement in INSTALL:
-        cursor.execute(statement)
-
-
 # The columns of memory_search_term that memory.search hands back in Lookup.index_stats: none, FTS5
 # finds a term's matches in an id range by itself.
 TERM_COLUMNS = ()
