@@ -94,6 +94,7 @@ class Chats:
         """Write the vectors of the first `share` of each chat's messages (semantic.vectors_fill writes
         every missing one; a share below 1 stops short, as a background job still running would)."""
         from conversations.models import Message
+        from memory.selectors import MESSAGE_TEXT
 
         for session, ids in zip(self.sessions, self.ids, strict=True):
             if share >= 1:
@@ -102,7 +103,8 @@ class Chats:
             rows = list(
                 Message.objects.filter(session=session, id__lte=ids[int(len(ids) * share) - 1])
                 .order_by("id")
-                .values_list("id", "search_text")
+                .annotate(text=MESSAGE_TEXT)
+                .values_list("id", "text")
             )
             semantic._write_batched(session.pk, rows, "")
 
@@ -116,18 +118,24 @@ def like_ranker(chats: Chats, *, per_word: bool) -> Rank:
     def rank(number: int, question: locomo.Question) -> list[int]:
         messages = Message.objects.filter(session=chats.sessions[number])
         if not per_word:
-            found = messages.filter(search_text__icontains=question.text).order_by("-id")
+            found = messages.filter(search_document__text__icontains=question.text).order_by("-id")
         else:
             words = {word for word in re.findall(r"\w+", question.text.lower()) if len(word) >= 3}
             if not words:
                 return []
             matched = sum(
-                (Case(When(search_text__icontains=word, then=Value(1)), default=Value(0), output_field=IntegerField()))
+                (
+                    Case(
+                        When(search_document__text__icontains=word, then=Value(1)),
+                        default=Value(0),
+                        output_field=IntegerField(),
+                    )
+                )
                 for word in words
             )
             condition = Q()
             for word in words:
-                condition |= Q(search_text__icontains=word)
+                condition |= Q(search_document__text__icontains=word)
             found = messages.filter(condition).annotate(matched=matched).order_by("-matched", "-id")
         ids = found.values_list("id", flat=True)[: max(KS)]
         return [chats.index_of[number][message_id] for message_id in ids]

@@ -48,7 +48,7 @@ from django.utils.dateparse import parse_datetime
 from conversations.models import Session
 from memory import semantic
 from memory.search import cues, postgres, sqlite
-from memory.search.shortlist import ROW_COLUMNS, Lookup, shortlist_sql
+from memory.search.shortlist import ROW_COLUMNS, ROW_TABLES, Lookup, shortlist_sql
 from memory.search.text import query_terms, snippet
 from memory.semantic.postgres import binary_rows
 from memory.speakers import LABEL_CHARS
@@ -148,9 +148,9 @@ def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None
     else:
         starts, in_session, session_param = "json_group_array(start)", "= %s", session_id
     sample = (
-        f"(SELECT {starts} FROM (SELECT substr(search_text, 1, {LABEL_CHARS}) AS start"
-        f" FROM conversations_message WHERE session_id {in_session}"
-        " ORDER BY session_id DESC, id DESC LIMIT %s) AS sample)"
+        f"(SELECT {starts} FROM (SELECT substr(text, 1, {LABEL_CHARS}) AS start"
+        f" FROM memory_searchdocument WHERE session_id {in_session}"
+        " ORDER BY session_id DESC, message_id DESC LIMIT %s) AS sample)"
     )
     with connection.cursor() as cursor:
         cursor.execute(
@@ -243,10 +243,10 @@ def bm25f_many(
 
 
 def rows_by_id(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
-    """Raw rows of the session's messages (table alias `t`) with these ids: a hot path, spared the
-    ORM's query building (and on PostgreSQL one array parameter, not one placeholder per id: binding
-    200 placeholders costs psycopg a millisecond)."""
-    sql = f"SELECT {columns} FROM conversations_message AS t WHERE t.session_id = %s AND t.id "
+    """Raw rows of the session's messages (table alias `t`, their search documents `d`) with these ids:
+    a hot path, spared the ORM's query building (and on PostgreSQL one array parameter, not one
+    placeholder per id: binding 200 placeholders costs psycopg a millisecond)."""
+    sql = f"SELECT {columns} FROM {ROW_TABLES} WHERE t.session_id = %s AND t.id "
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(sql + "= ANY(%s)", [session_id, ids])
@@ -340,7 +340,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     details = {
         message_id: (role, created_at, text)
         for message_id, role, created_at, text in rows_by_id(
-            "id, role, created_at, search_text",
+            "t.id, t.role, t.created_at, d.text",
             session_id=session.pk,
             ids=[message_id for _, message_id in scored],
         )

@@ -43,6 +43,7 @@ from conversations.leases import lease_row_take
 from conversations.models import Message
 from conversations.window.selectors import session_messages_since
 from memory.models import MessageVector, VectorIndex, VectorLease
+from memory.selectors import MESSAGE_TEXT
 from memory.semantic import encoder, quantized
 from memory.semantic.postgres import binary_rows
 from memory.speakers import without_label
@@ -138,7 +139,8 @@ def vectors_update(session_id: int) -> int:
         previous_text = (
             Message.objects.filter(session_id=session_id, id__lte=newest)
             .order_by("-id")
-            .values_list("search_text", flat=True)
+            .annotate(text=MESSAGE_TEXT)
+            .values_list("text", flat=True)
             .first()
             or ""
         )
@@ -146,7 +148,8 @@ def vectors_update(session_id: int) -> int:
         while rows := list(
             Message.objects.filter(session_id=session_id, id__gt=newest)
             .order_by("id")
-            .values_list("id", "search_text")[:BATCH]
+            .annotate(text=MESSAGE_TEXT)
+            .values_list("id", "text")[:BATCH]
         ):
             _write(session_id, rows, previous_text)
             written += len(rows)
@@ -180,7 +183,8 @@ def vectors_fill(session_id: int) -> int:
     while rows := list(
         Message.objects.filter(session_id=session_id, id__gt=after)
         .order_by("id")
-        .values_list("id", "search_text", "vector__message_id")[:1000]
+        .annotate(text=MESSAGE_TEXT)
+        .values_list("id", "text", "vector__message_id")[:1000]
     ):
         run: list[tuple[int, str]] = []  # consecutive messages without a vector
         run_previous = previous_text
@@ -383,7 +387,11 @@ def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarra
     if stored:
         similarity.update(zip(stored, (unpack(list(stored.values())) @ vector).tolist(), strict=True))
     if waiting:
-        texts = dict(Message.objects.filter(session_id=session_id, id__in=waiting).values_list("id", "search_text"))
+        texts = dict(
+            Message.objects.filter(session_id=session_id, id__in=waiting)
+            .annotate(text=MESSAGE_TEXT)
+            .values_list("id", "text")
+        )
         waiting = [message_id for message_id in waiting if message_id in texts]
         for message_id in waiting:
             text = without_label(texts[message_id])
@@ -400,7 +408,8 @@ def indexing_estimate(*, session_id: int, messages: int, sample: int = 32) -> tu
     texts = list(
         session_messages_since(session_id=session_id, since=0)
         .order_by("-session_id", "-id")
-        .values_list("search_text", flat=True)[:sample]
+        .annotate(text=MESSAGE_TEXT)
+        .values_list("text", flat=True)[:sample]
     )
     started = time.perf_counter()
     _embed([without_label(text) for text in texts])

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import memory.search as search
 from conversations.models import Message
 from conversations.services import message_append, message_build, messages_bulk_append, session_get_or_create
+from memory.models import SearchDocument
 from memory.search import search_history
 from memory.search.text import index_prefix, index_terms, query_terms, snippet
 
@@ -100,7 +101,7 @@ def test_reply_after_tool_round_trips_keeps_the_prompt_as_context(session):
     say(session, "user", [{"type": "tool_result", "tool_use_id": "tu_1", "content": "ok"}])
     final = say(session, "assistant", "It is with Dr. Okafor on Tuesday at 3pm.")
 
-    assert "dentist" in final.search_context.split()
+    assert "dentist" in final.search_document.context.split()
     assert final.id in ids(search_history(session=session, query="when is my dentist appointment", limit=5))
 
 
@@ -113,8 +114,8 @@ def test_bulk_append_chains_context_like_message_append(session):
     messages_bulk_append(messages=built)
     reply, follow_up = Message.objects.filter(session=session).order_by("id")[1:3]
 
-    assert "offsit" in reply.search_context.split()
-    assert "porto" in follow_up.search_context.split()
+    assert "offsit" in reply.search_document.context.split()
+    assert "porto" in follow_up.search_document.context.split()
     assert reply.id in ids(search_history(session=session, query="offsite location", limit=5))
 
 
@@ -169,8 +170,8 @@ def test_indexed_text_is_what_a_person_reads_not_json(session):
     result = [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}]}]
     say(session, "user", result)
 
-    assert "rainfal" in message.search_terms.split()
-    assert not {"type", "tool_use", "input", "id"} & set(message.search_terms.split())
+    assert "rainfal" in message.search_document.terms.split()
+    assert not {"type", "tool_use", "input", "id"} & set(message.search_document.terms.split())
     assert search_history(session=session, query="type input", limit=5) == []
     assert ids(search_history(session=session, query="rainfall chart", limit=5))[0] == message.id
 
@@ -257,7 +258,7 @@ def test_index_follows_updates_and_deletes(session):
     changed = say(session, "assistant", "Tickets for the walrus sanctuary cost nine euros.")
 
     terms = index_terms("Tickets for the pelican colony cost nine euros.")
-    Message.objects.filter(pk=changed.pk).update(search_terms=" ".join(terms))
+    SearchDocument.objects.filter(pk=changed.pk).update(terms=" ".join(terms))
 
     assert ids(search_history(session=session, query="pelican colony", limit=5)) == [changed.id]
     # "walrus" is left only in its context (the prompt before it): the other message now ranks first
@@ -277,42 +278,6 @@ def test_index_follows_updates_and_deletes(session):
 
 
 @pytest.mark.postgres
-def _column_exists(cursor, table: str, column: str) -> bool:
-    cursor.execute(
-        "SELECT 1 FROM information_schema.columns WHERE table_name = %s AND column_name = %s", [table, column]
-    )
-    return cursor.fetchone() is not None
-
-
-def test_postgres_upgrade_moves_the_vector_to_the_side_table(session):
-    """memory 0003 on a database built with the first design (the tsvector as a generated column of the
-    message table): the column goes, the side table and statistics are rebuilt from the archive."""
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL only")
-    import importlib
-
-    upgrade = importlib.import_module("memory.migrations.0003_search_side_table").upgrade
-    old = say(session, "user", "Our lighthouse keeper retires in June.")
-    say(session, "assistant", "Then the lighthouse needs a new keeper.")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks: ALTER TABLE refuses them
-        cursor.execute("DROP TABLE memory_message_search")  # what the first design did not have
-        cursor.execute("TRUNCATE memory_search_session, memory_search_term")
-        cursor.execute("ALTER TABLE conversations_message ADD COLUMN search_vector tsvector")
-        assert _column_exists(cursor, "conversations_message", "search_vector")
-
-    with connection.schema_editor() as editor:
-        upgrade(None, editor)
-
-    with connection.cursor() as cursor:
-        assert not _column_exists(cursor, "conversations_message", "search_vector")
-        cursor.execute("SELECT count(*) FROM memory_message_search")
-        assert cursor.fetchone()[0] == 2
-    assert ids(search_history(session=session, query="lighthouse keeper retiring", limit=5))[0] == old.id
-    newer = say(session, "user", "The keeper's cottage will be sold.")  # the triggers work again
-    assert ids(search_history(session=session, query="cottage", limit=5)) == [newer.id]
-
-
 def _postgres_term_lists(session_id: int, term: str) -> tuple[list[int], list[int], int, int]:
     """The ids of a term's plain and blocked postings in the PostgreSQL index, with its plain_last and
     last_id statistics."""
@@ -352,33 +317,6 @@ def _assert_postgres_lists_bounded(session_id: int, term: str) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_upgrade_records_where_plain_lists_end(session):
-    """memory 0004 on a database built before the term statistics had plain_last and last_id: the index
-    is rebuilt with them, and searches and appends work as before."""
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL only")
-    import importlib
-
-    upgrade = importlib.import_module("memory.migrations.0004_search_plain_bounds").upgrade
-    old = say(session, "user", "The canal boat needs a new engine.")
-    say(session, "assistant", "Then we should ask the mechanic in town.")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks: DROP TRIGGER refuses them
-        cursor.execute("ALTER TABLE memory_search_term DROP COLUMN plain_last, DROP COLUMN last_id")
-        assert not _column_exists(cursor, "memory_search_term", "plain_last")
-
-    with connection.schema_editor() as editor:
-        upgrade(None, editor)
-
-    with connection.cursor() as cursor:
-        assert _column_exists(cursor, "memory_search_term", "plain_last")
-    assert ids(search_history(session=session, query="canal boat engine", limit=5))[0] == old.id
-    newer = say(session, "user", "The canal freezes in January.")
-    assert ids(search_history(session=session, query="freezes", limit=5)) == [newer.id]
-    _assert_postgres_lists_bounded(session.pk, index_terms("canal")[0])
-
-
-@pytest.mark.postgres
 def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session):
     """On PostgreSQL a term's postings go into id blocks once it is common in the session; a lookup,
     bounded or not, still returns exactly the messages holding the term (own text or context), and a
@@ -402,8 +340,8 @@ def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session
         )
     later = [say(session, "assistant", f"The ferry was late again, by {index} minutes.") for index in range(3)]
 
-    everything = list(Message.objects.filter(session=session).order_by("id"))
-    holding = [m.id for m in everything if ferry in (m.search_terms + " " + m.search_context).split()]
+    everything = list(SearchDocument.objects.filter(session=session).order_by("message_id"))
+    holding = [d.message_id for d in everything if ferry in (d.terms + " " + d.context).split()]
     assert len(holding) == plain + len(later)
     plain_ids, blocked_ids, plain_last, last_id = _postgres_term_lists(session.pk, ferry)
     assert plain_ids == holding[:plain]  # each posting once, in one list or the other
@@ -467,7 +405,7 @@ def test_postgres_concurrent_appends_keep_plain_and_blocked_lists_apart(session)
     assert blocked_ids  # it became common on the way
     _assert_postgres_lists_bounded(session.pk, kayak)
     written = list(
-        Message.objects.filter(session=session, search_text__startswith="Writer").values_list("id", flat=True)
+        Message.objects.filter(session=session, search_document__text__startswith="Writer").values_list("id", flat=True)
     )
     found = postgres.candidates(
         session_id=session.pk,
