@@ -50,7 +50,8 @@ from django.test import override_settings  # noqa: E402
 
 from devtools import locomo  # noqa: E402
 from memory import search, semantic  # noqa: E402
-from memory.search.text import QUERY_STOP_WORDS  # noqa: E402
+from textsearch import ranking  # noqa: E402
+from textsearch.text import QUERY_STOP_WORDS  # noqa: E402
 
 KS = (5, 10)
 # A ranker: (conversation index, question) → message indexes, best first.
@@ -178,16 +179,18 @@ def fts5_ranker(conversations: list[locomo.Conversation]) -> Rank:
 
 @contextmanager
 def variant(*, semantic_search: str = "on", **constants: float) -> Iterator[None]:
-    """Search with some of memory.search's constants changed, and BUDDY_SEMANTIC_SEARCH set."""
-    saved = {name: getattr(search, name) for name in constants}
+    """Search with some of its constants changed (memory.search's, or textsearch.ranking's for BM25F
+    and diversity), and BUDDY_SEMANTIC_SEARCH set."""
+    modules = {name: ranking if hasattr(ranking, name) else search for name in constants}
+    saved = {name: getattr(modules[name], name) for name in constants}
     for name, value in constants.items():
-        setattr(search, name, value)
+        setattr(modules[name], name, value)
     try:
         with override_settings(BUDDY_SEMANTIC_SEARCH=semantic_search):
             yield
     finally:
         for name, value in saved.items():
-            setattr(search, name, value)
+            setattr(modules[name], name, value)
 
 
 def evaluate(conversations: list[locomo.Conversation], rank: Rank) -> dict:

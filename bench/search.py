@@ -49,7 +49,7 @@ from django.test import override_settings  # noqa: E402
 from memory import search  # noqa: E402
 from memory.search import postgres as pg_backend  # noqa: E402
 from memory.search import sqlite as sqlite_backend  # noqa: E402
-from memory.search.text import (  # noqa: E402
+from textsearch.text import (  # noqa: E402
     QUERY_STOP_WORDS,
     STOP_WORDS,
     index_terms,

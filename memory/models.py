@@ -48,7 +48,7 @@ class MessageVector(models.Model):
 
 class SearchDocument(models.Model):
     """What history search reads of one archived message (memory.search, docs/search.md): the text a
-    person reads in it, its index terms (memory.search.text: stop words dropped, stemmed) and those of
+    person reads in it, its index terms (textsearch.text: stop words dropped, stemmed) and those of
     the messages before it as lower-weight context (an answer often only makes sense with the question
     it replies to). Written with the message (memory.search.documents); the index of each database is
     built from these rows by triggers."""

@@ -30,9 +30,10 @@ LAYERS: dict[str, int] = {
     "realtime": 1,  # frame schemas, push, relay, the channel layer, socket signals (knows conversations only)
     "conversations": 0,  # the archive: agents, sessions, messages, the window, content, ChatRef, errors, ModelCall
     "lib": -1,  # plain Python every floor shares (the tool-input base): no Django, no app
+    "textsearch": -1,  # terms, cues, ranking arithmetic of history search (memory.search adapts it)
 }
 # Plain packages: they import no Django and no first-party module but their own.
-PLAIN_PACKAGES = {"lib"}
+PLAIN_PACKAGES = {"lib", "textsearch"}
 _ISORT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]["isort"]
 FIRST_PARTY = set(_ISORT["known-first-party"])
 
@@ -238,6 +239,9 @@ def test_the_migration_check_accepts_django_and_third_parties():
         ("lib/x.py", "from conversations import content\n", "lib imports conversations (a higher layer)"),
         ("lib/x.py", "from django.conf import settings\n", "lib imports django.conf (a plain package)"),
         ("lib/x.py", "import django\n", "lib imports django (a plain package)"),
+        ("textsearch/x.py", "from django.db import connection\n", "textsearch imports django.db (a plain package)"),
+        ("textsearch/x.py", "from memory.search import sqlite\n", "textsearch imports memory.search (a higher layer)"),
+        ("textsearch/x.py", "from lib import tool_inputs\n", "textsearch imports lib (a peer app)"),
         ("lib/x.py", "from devtools.servers import daphne\n", "lib imports devtools.servers (a plain package)"),
         (
             "agent/x.py",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from conversations.content import readable_text
 from conversations.models import Message
 from memory.models import SearchDocument
-from memory.search.text import index_terms, join_terms, search_context
+from textsearch.text import index_terms, join_terms, search_context
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from __future__ import annotations
 from django.db import connection
 
 from memory.search.shortlist import Lookup, shortlist_sql
-from memory.search.text import index_prefix
 from memory.semantic.postgres import binary_rows
+from textsearch.text import index_prefix
 
 # Once a term is in this many messages of a session, its new postings go into blocks of ids, and its
 # plain posting list stops growing. Blocks hold 2**BLOCK_BITS ids: a bounded lookup reads on average

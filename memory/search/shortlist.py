@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.speakers import LABEL_CHARS
+from textsearch.speakers import LABEL_CHARS
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from django.db import connection
 
 from memory.search.shortlist import Lookup, shortlist_sql
-from memory.search.text import index_prefix
+from textsearch.text import index_prefix
 
 
 def _prefixed(row: str) -> str:

@@ -46,7 +46,7 @@ from memory.models import MessageVector, VectorIndex, VectorLease
 from memory.selectors import MESSAGE_TEXT
 from memory.semantic import encoder, quantized
 from memory.semantic.postgres import binary_rows
-from memory.speakers import without_label
+from textsearch.speakers import without_label
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def _write(session_id: int, rows: list[tuple[int, str]], previous_text: str) -> 
     """Write the vectors of consecutive messages `rows` ((id, text)) of a session; `previous_text` is
     the text of the message before the first ("" for the session's first: an empty text embeds as 0)."""
     # What a message says, not who says it: a speaker label ("Caroline: …") is the speaker cue's
-    # (memory.search.cues), and in a sentence vector it pulls towards every message of that speaker.
+    # (textsearch.cues), and in a sentence vector it pulls towards every message of that speaker.
     own = _embed([without_label(text) for text in [previous_text] + [text for _, text in rows]])
     combined = own[1:] + CONTEXT_WEIGHT * own[:-1]
     with transaction.atomic():

@@ -13,8 +13,8 @@ from conversations.models import Message
 from conversations.services import message_append, session_get_or_create
 from memory.models import SearchDocument
 from memory.search import search_history
-from memory.search.text import index_terms, join_terms, search_context
 from tests.test_migrations import _migrate
+from textsearch.text import index_terms, join_terms, search_context
 
 BEFORE = [
     ("memory", "0015_note_proposal_changes_and_versions_kept"),

@@ -6,16 +6,13 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
-from hypothesis import given
-from hypothesis import settings as hypothesis_settings
-from hypothesis import strategies as st
 
 import memory.search as search
 from conversations.models import Message
 from conversations.services import message_append, message_build, messages_bulk_append, session_get_or_create
 from memory.models import SearchDocument
 from memory.search import search_history
-from memory.search.text import index_prefix, index_terms, query_terms, snippet
+from textsearch.text import index_prefix, index_terms, query_terms, snippet
 
 pytestmark = pytest.mark.django_db
 
@@ -353,8 +350,8 @@ def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session
         found = postgres.candidates(
             session_id=session.pk,
             lookups=[Lookup(term=ferry, min_id=min_id, weight=1.0, index_stats=(plain_last, last_id))],
-            first_id=everything[0].id,
-            max_id=everything[-1].id,
+            first_id=everything[0].message_id,
+            max_id=everything[-1].message_id,
             limit=10_000,
         )
         assert sorted(row[0] for row in found) == [message_id for message_id in holding if message_id >= min_id]
@@ -468,86 +465,6 @@ def test_postgres_lookup_settings_do_not_leak_into_the_callers_transaction(sessi
         )
     assert failed.value.__cause__.sqlstate == "42601"  # a syntax error, not a missing function
     assert current() == before
-
-
-def _bm25f_reference(*, terms, body: list[str], context: list[str], average_body, average_context) -> float:
-    """BM25F as written in the literature, over lists of terms: what search.bm25f computes from the
-    stored strings."""
-    body_norm = 1 - search.B + search.B * len(body) / average_body
-    context_norm = 1 - search.B + search.B * len(context) / average_context
-    score = 0.0
-    for term, weight in terms.items():
-        frequency = body.count(term) / body_norm + (search.CONTEXT_WEIGHT / context_norm if term in context else 0)
-        if frequency:
-            score += weight * frequency * (search.K1 + 1) / (frequency + search.K1)
-    return score
-
-
-_TERMS = st.sampled_from(["a", "ab", "b", "ba", "price", "pric", "rice", "x1"])
-
-
-@given(
-    body=st.lists(_TERMS, max_size=12),
-    context=st.lists(_TERMS, max_size=6, unique=True),
-    query=st.dictionaries(_TERMS, st.floats(0.1, 10), min_size=1, max_size=4),
-)
-def test_bm25f_counts_whole_terms_in_the_stored_strings(body, context, query):
-    """Scored from the stored strings: repeated neighbours ("a a a") each count, and a term never
-    matches inside a longer one ("rice" in "price")."""
-    averages = {"average_body": 5.0, "average_context": 3.0}
-    expected = _bm25f_reference(terms=query, body=body, context=context, **averages)
-    stored = search.bm25f(terms=query, body=" ".join(body), context=" ".join(context), **averages)
-    assert stored == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    # A search scores its candidates together: each the same as alone, in order.
-    fields = [(" ".join(body), " ".join(context)), ("", ""), (" ".join(context), " ".join(body))]
-    together = search.bm25f_many(terms=query, fields=fields, **averages)
-    alone = [_bm25f_reference(terms=query, body=b.split(), context=c.split(), **averages) for b, c in fields]
-    assert together == pytest.approx(alone, rel=1e-12, abs=1e-12)
-
-
-def _diversified_reference(scored, bodies, *, count):
-    """Diversity as the ranking defines it, computed the plain way: every pick compares every message
-    left in the pool with every result picked so far."""
-    head = scored[: search.DIVERSE_AFTER]
-    pool = scored[search.DIVERSE_AFTER : search.DIVERSE_AFTER + search.DIVERSE_POOL]
-    if count <= search.DIVERSE_AFTER or not head or not pool:
-        return scored[:count]
-    terms = {message_id: set(bodies[message_id].split()) for _, message_id in scored}
-
-    def penalty(message_id, picked):
-        overlaps = [
-            len(terms[message_id] & terms[other]) / len(terms[message_id] | terms[other])
-            for _, other in picked
-            if terms[message_id] | terms[other]
-        ]
-        return search.REDUNDANCY_PENALTY * max(overlaps, default=0.0)
-
-    picked = list(head)
-    while pool and len(picked) < count:
-        values = [score - penalty(message_id, picked) for score, message_id in pool]
-        best = values.index(max(values))  # the first of equals
-        picked.append((values[best], pool.pop(best)[1]))
-    ordered = []
-    for score, message_id in (picked + pool + scored[search.DIVERSE_AFTER + search.DIVERSE_POOL :])[:count]:
-        ordered.append((min(score, ordered[-1][0]) if ordered else score, message_id))
-    return ordered
-
-
-@hypothesis_settings(max_examples=300)
-@given(
-    messages=st.lists(
-        st.tuples(st.integers(-40, 40).map(lambda value: value / 4), st.lists(_TERMS, max_size=6)), max_size=60
-    ),
-    count=st.integers(1, 30),
-)
-def test_diversity_picks_what_comparing_every_pair_picks(messages, count):
-    """_diversified compares a message only with the results picked since it last was, and stops a
-    pick at the first score no better than the best penalised one: the same picks, scores and order as
-    comparing everything (scores on a coarse grid, so that equal ones occur)."""
-    scored = sorted(((score, message_id) for message_id, (score, _) in enumerate(messages)), reverse=True)
-    bodies = {message_id: " ".join(terms) for message_id, (_, terms) in enumerate(messages)}
-
-    assert search._diversified(list(scored), bodies, count=count) == _diversified_reference(scored, bodies, count=count)
 
 
 HOSTILE_QUERIES = [

@@ -1,4 +1,4 @@
-"""Stemming from many threads at once gives the same terms as from one (memory.search.text): each
+"""Stemming from many threads at once gives the same terms as from one (textsearch.text): each
 thread stems with its own Snowball stemmer, whose state is per word, so no term — and no cached term —
 is ever another word's."""
 
@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from memory.search import text
+from textsearch import text
 
 THREADS = 4
 # Suffixes that drive the stemmer through its longer rules, where a shared stemmer's state is most
