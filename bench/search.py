@@ -322,8 +322,8 @@ def time_semantic_parts(session, queries: list[str]) -> None:
     """Where semantic search spends its time: the query's encoding and the window scan (its vectors
     kept by the process since the previous search: the scan reads only what is new)."""
     from devtools.synthetic_conversations import generate
+    from embeddings import encoder, quantized
     from memory import semantic
-    from memory.semantic import encoder, quantized
 
     encode, exact, scan, natural, natural_exact = [], [], [], [], []
     for query in queries:

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.db.models.signals import post_migrate
+
+from embeddings import encoder
 
 
 def _search_triggers_ensure(using: str = "default", **kwargs) -> None:
@@ -37,4 +40,6 @@ class MemoryConfig(AppConfig):
         from memory.search.documents import documents_write
 
         message_indexing_register(index=documents_write)
+        # The sentence encoder (a plain package) finds its model where the settings say, read on each use.
+        encoder.model_source(lambda: settings.BUDDY_EMBEDDING_MODEL)
         post_migrate.connect(_search_triggers_ensure, sender=self, dispatch_uid="memory_search_triggers")

@@ -31,7 +31,7 @@ class Summary(models.Model):
 class MessageVector(models.Model):
     """A message's sentence embedding for semantic search (memory.semantic): the model's unit vector of
     the message's text (without a speaker label) plus CONTEXT_WEIGHT times that of the message before
-    it, in 8 bits with a scale (memory.semantic._PACKED). Written by a background job after each turn."""
+    it, in 8 bits with a scale (embeddings.vectors.PACKED). Written by a background job after each turn."""
 
     message = models.OneToOneField(
         "conversations.Message", on_delete=models.CASCADE, primary_key=True, related_name="vector"

@@ -31,9 +31,10 @@ LAYERS: dict[str, int] = {
     "conversations": 0,  # the archive: agents, sessions, messages, the window, content, ChatRef, errors, ModelCall
     "lib": -1,  # plain Python every floor shares (the tool-input base): no Django, no app
     "textsearch": -1,  # terms, cues, ranking arithmetic of history search (memory.search adapts it)
+    "embeddings": -1,  # the sentence encoder and 8-bit vector arithmetic (memory.semantic adapts it)
 }
 # Plain packages: they import no Django and no first-party module but their own.
-PLAIN_PACKAGES = {"lib", "textsearch"}
+PLAIN_PACKAGES = {"lib", "textsearch", "embeddings"}
 _ISORT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]["isort"]
 FIRST_PARTY = set(_ISORT["known-first-party"])
 
@@ -242,6 +243,11 @@ def test_the_migration_check_accepts_django_and_third_parties():
         ("textsearch/x.py", "from django.db import connection\n", "textsearch imports django.db (a plain package)"),
         ("textsearch/x.py", "from memory.search import sqlite\n", "textsearch imports memory.search (a higher layer)"),
         ("textsearch/x.py", "from lib import tool_inputs\n", "textsearch imports lib (a peer app)"),
+        (
+            "embeddings/x.py",
+            "def f():\n    from django.conf import settings\n",
+            "embeddings imports django.conf (a plain package)",
+        ),
         ("lib/x.py", "from devtools.servers import daphne\n", "lib imports devtools.servers (a plain package)"),
         (
             "agent/x.py",

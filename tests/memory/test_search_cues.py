@@ -10,10 +10,10 @@ import pytest
 
 from conversations.models import Message
 from conversations.services import message_append
+from embeddings import encoder
 from memory import semantic
 from memory.models import MessageVector
 from memory.search import search_history
-from memory.semantic import encoder
 from textsearch import cues
 from textsearch.speakers import without_label
 

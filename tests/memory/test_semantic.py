@@ -13,10 +13,10 @@ from django.test import Client, override_settings
 
 from conversations.models import Message
 from conversations.services import message_append
+from embeddings import encoder
 from memory import semantic
 from memory.models import MessageVector, SearchDocument
 from memory.search import search_history
-from memory.semantic import encoder
 
 pytestmark = pytest.mark.django_db
 
@@ -394,7 +394,7 @@ def test_a_forked_process_encodes_on_a_pool_of_its_own(semantic_on, monkeypatch)
 
 
 def test_warm_up_builds_what_the_first_search_would_wait_for(semantic_on, settings, monkeypatch, caplog):
-    from memory.semantic import quantized
+    from embeddings import quantized
 
     model = encoder._model()
     monkeypatch.setattr(model, "_quantized", encoder._UNBUILT)
@@ -645,3 +645,12 @@ def test_the_question_is_encoded_without_the_speakers_the_chat_has_now(session, 
     encoded.clear()
     search_history(session=session, query=query, limit=3)  # the speakers it saw are still the chat's
     assert encoded == ["What did say about the support group?"]
+
+
+def test_the_encoder_reads_its_model_directory_from_the_setting(settings, tmp_path):
+    """memory/apps.py points the plain encoder at BUDDY_EMBEDDING_MODEL, read on every use."""
+    bundled = encoder.model_dir()
+    settings.BUDDY_EMBEDDING_MODEL = str(tmp_path)
+    assert encoder.model_dir() == tmp_path and not encoder.available()
+    settings.BUDDY_EMBEDDING_MODEL = ""
+    assert encoder.model_dir() == bundled
