@@ -12,6 +12,7 @@ from conversations.models import Message
 from conversations.services import message_append, message_build, messages_bulk_append, session_get_or_create
 from memory.models import SearchDocument
 from memory.search import search_history
+from textsearch import ranking
 from textsearch.text import index_prefix, index_terms, query_terms, snippet
 
 pytestmark = pytest.mark.django_db
@@ -629,7 +630,7 @@ def test_results_after_the_first_five_skip_near_copies_of_those_above(session, m
     other = say(session, "user", "The old lighthouse on the cliff stood empty for a century.")
 
     diverse = search_history(session=session, query="lighthouse keeper", limit=6)
-    monkeypatch.setattr(search, "REDUNDANCY_PENALTY", 0.0)
+    monkeypatch.setattr(ranking, "REDUNDANCY_PENALTY", 0.0)
     by_score = ids(search_history(session=session, query="lighthouse keeper", limit=6))
 
     assert by_score[5] in {copy.id for copy in copies}
