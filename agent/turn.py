@@ -343,7 +343,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool)
         content = _archivable(reply)
         if not content:
             break
-        after = (prompt, prompt) if fresh and tool_rounds == 0 else None  # what this run just archived
+        after = prompt if fresh and tool_rounds == 0 else None  # what this run just archived
         last_message = message_append(session=session, role="assistant", content=content, after=after)
         last_call.added_tokens += last_message.tokens
         last_call.added_rows += 1

@@ -15,7 +15,7 @@ UPDATE conversations_modelcall SET user_id = (
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("conversations", "0016_modelcall_prompt_message"),
+        ("conversations", "0017_message_search_columns_to_memory"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -182,7 +182,7 @@ def test_sending_from_a_page_opened_at_an_older_message_shows_every_message(live
     session = session_get_or_create(user=user, agent_slug="buddy", chat_id="long")
     for number in range(1, 161):
         message_append(session=session, role="user" if number % 2 else "assistant", content=f"line {number}")
-    linked = Message.objects.get(session=session, search_text="line 20").id
+    linked = Message.objects.get(session=session, search_document__text="line 20").id
     from tests.browser.conftest import log_in
 
     log_in(page, live_server_url, "alice", "wonderland-pass-1")
