@@ -140,7 +140,9 @@ def message_append(
     """Archive one message, and index it (message_indexing_register) in the same transaction. `after`:
     the session's newest message, when the caller has just archived it (the indexers read nothing)."""
     message = message_build(session=session, role=role, content=content, created_at=created_at)
-    with transaction.atomic():
+    # No savepoint inside a caller's transaction (the turn's): the message and its index rows stand or
+    # fall with it.
+    with transaction.atomic(savepoint=False):
         message.save()
         _indexed([message], after=after)
     return message

@@ -19,20 +19,26 @@ class _Neighbour:
     terms: str
 
 
+# A plain turn is 2 messages, one with a tool round 4: the newest turn start is among the newest few.
+NEIGHBOUR_ROWS = 4
+
+
 def _neighbours_before(session_id: int, message_id: int) -> tuple[_Neighbour | None, _Neighbour | None]:
     """The session's newest message before `message_id` and its newest turn start up to there (the
-    same message when that is a turn start), with their stored terms: one lookup on the (session, id)
-    index, and a second on the turn-start index only when the newest message is inside a turn."""
+    same message when that is a turn start), with their stored terms: the newest few rows on the
+    (session, id) index, and a lookup on the turn-start index only when no turn start is among them."""
     fields = ("id", "is_turn_start", "search_document__terms")
     messages = Message.objects.filter(session_id=session_id, id__lt=message_id).order_by("-id").values_list(*fields)
-    previous = messages.first()
-    if previous is None:
+    newest = list(messages[:NEIGHBOUR_ROWS])
+    if not newest:
         return None, None
-    neighbour = _Neighbour(previous[0], previous[2] or "")
-    if previous[1]:
-        return neighbour, neighbour
-    turn_start = messages.filter(is_turn_start=True).first()
-    return neighbour, _Neighbour(turn_start[0], turn_start[2] or "") if turn_start else None
+    previous = _Neighbour(newest[0][0], newest[0][2] or "")
+    if newest[0][1]:
+        return previous, previous
+    start = next((row for row in newest if row[1]), None)
+    if start is None and len(newest) == NEIGHBOUR_ROWS:
+        start = messages.filter(is_turn_start=True).first()
+    return previous, _Neighbour(start[0], start[2] or "") if start else None
 
 
 def _context(message: Message, previous: _Neighbour | None, turn_start: _Neighbour | None) -> str:

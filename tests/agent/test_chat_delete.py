@@ -29,10 +29,10 @@ from memory.models import (
     VectorLease,
 )
 from memory.notes.services import note_delete, note_put
-from memory.search.text import term_of
 from realtime.frames import AssistantDeltaFrame, ChatsChangedFrame
 from realtime.models import RelayedFrame
 from realtime.push import session_group, user_group
+from textsearch.text import term_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
