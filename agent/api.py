@@ -4,13 +4,12 @@ answers them with their status and the one `ErrorOut` body."""
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 from django.http import HttpRequest
 from ninja import Query, Router
 
 from agent.stats import memory_stats
-from agent.submit import IDEMPOTENCY_KEY_HEADER, PromptReply, prompt_submit
+from agent.submit import IDEMPOTENCY_KEY_HEADER, prompt_submit
+from agent.threads import on_turn_thread
 from conversations.schemas import ChatIn, ErrorOut, PromptIn, PromptOut
 from conversations.selectors import session_require
 from memory.schemas import StatsOut
@@ -20,13 +19,6 @@ router = Router()
 # The error answers of each endpoint, for the OpenAPI schema (every one is `ErrorOut`).
 PROMPT_ERRORS = dict.fromkeys((401, 403, 404, 409, 413, 422, 429, 502), ErrorOut)
 STATS_ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
-
-
-def _submit(user, payload: PromptIn, key: str | None) -> PromptReply:
-    try:
-        return prompt_submit(user=user, text=payload.text, chat=payload.chat, idempotency_key=key)
-    finally:
-        close_old_connections()
 
 
 @router.post(
@@ -44,8 +36,8 @@ async def prompt(request: HttpRequest, payload: PromptIn):
     CSRF token 403."""
     user = request.auth  # the user the session cookie or the bearer token authenticated
     key = request.headers.get(IDEMPOTENCY_KEY_HEADER) or None
-    # The turn waits on the model: run it on a worker thread, not the one thread all sync views share.
-    return await sync_to_async(_submit, thread_sensitive=False)(user, payload, key)
+    # The turn waits on the model: on a turn thread (agent/threads.py), never the loop's default executor.
+    return await on_turn_thread(prompt_submit, user=user, text=payload.text, chat=payload.chat, idempotency_key=key)
 
 
 @router.get(

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 
 from django.conf import settings
+from django.db.models import Subquery
 from django.utils import timezone
 
 from conversations.models import INPUT_PRICE, Message, ModelCall, Session
@@ -79,39 +80,59 @@ def cache_lifetimes(
     if policy in (FIVE_MINUTES, ONE_HOUR):
         return CacheLifetimes(tools=policy, system=policy, history=None, tail=policy)
     now = now or timezone.now()
-    if long_pause_share(session=session) >= LONG_PAUSE_BREAK_EVEN:
+    pace = chat_pace(session=session)
+    if long_pause_share(session=session, pace=pace) >= LONG_PAUSE_BREAK_EVEN:
         return CacheLifetimes(tools=ONE_HOUR, system=ONE_HOUR, history=None, tail=ONE_HOUR)
-    if prefix_rewritten(session=session, window_moved=window_moved, summary_at=summary_at, now=now):
+    if prefix_rewritten(session=session, window_moved=window_moved, summary_at=summary_at, now=now, pace=pace):
         return CacheLifetimes(tools=ONE_HOUR, system=FIVE_MINUTES, history=None, tail=FIVE_MINUTES)
     return CacheLifetimes(tools=ONE_HOUR, system=ONE_HOUR, history=ONE_HOUR, tail=FIVE_MINUTES)
 
 
-def long_pause_share(*, session: Session) -> float:
-    """The estimated chance that the next turn starts more than 5 minutes after the one before ended:
-    (long pauses + 1) / (pauses + 2) over the chat's last `RECENT_TURNS` turn starts."""
+@dataclass(frozen=True)
+class ChatPace:
+    """What the policy reads of a chat: its newest messages' (created_at, is_turn_start), oldest first,
+    and when its previous chat call was made (None: never)."""
+
+    messages: list[tuple[datetime, bool]]
+    previous_call_at: datetime | None
+
+
+def chat_pace(*, session: Session) -> ChatPace:
+    """The chat's pace in one query: the previous call's time rides along each message row."""
+    previous_call = (
+        ModelCall.objects.filter(session=session, kind=ModelCall.Kind.CHAT)
+        .order_by("-created_at")
+        .values("created_at")[:1]
+    )
     rows = list(
         Message.objects.filter(session=session)
         .order_by("-id")
-        .values_list("created_at", "is_turn_start")[:RECENT_MESSAGES]
+        .annotate(previous_call_at=Subquery(previous_call))
+        .values_list("created_at", "is_turn_start", "previous_call_at")[:RECENT_MESSAGES]
     )
-    rows.reverse()
+    if not rows:
+        return ChatPace(messages=[], previous_call_at=previous_call.values_list("created_at", flat=True).first())
+    return ChatPace(messages=[(at, turn_start) for at, turn_start, _ in reversed(rows)], previous_call_at=rows[0][2])
+
+
+def long_pause_share(*, session: Session, pace: ChatPace | None = None) -> float:
+    """The estimated chance that the next turn starts more than 5 minutes after the one before ended:
+    (long pauses + 1) / (pauses + 2) over the chat's last `RECENT_TURNS` turn starts."""
+    rows = (pace or chat_pace(session=session)).messages
     pauses = [later - earlier for (earlier, _), (later, turn_start) in pairwise(rows) if turn_start]
     pauses = pauses[-RECENT_TURNS:]
     long_pauses = sum(1 for pause in pauses if pause > SHORT_LIFETIME)
     return (long_pauses + 1) / (len(pauses) + 2)
 
 
-def prefix_rewritten(*, session: Session, window_moved: bool, summary_at: datetime | None, now: datetime) -> bool:
+def prefix_rewritten(
+    *, session: Session, window_moved: bool, summary_at: datetime | None, now: datetime, pace: ChatPace | None = None
+) -> bool:
     """Whether this call's prefix after the tools is certainly not in the cache: the window stepped,
     the summary changed since the previous call, or no call came for longer than the long lifetime."""
     if window_moved:
         return True
-    previous_call_at = (
-        ModelCall.objects.filter(session=session, kind=ModelCall.Kind.CHAT)
-        .order_by("-created_at")
-        .values_list("created_at", flat=True)
-        .first()
-    )
+    previous_call_at = (pace or chat_pace(session=session)).previous_call_at
     if previous_call_at is None or now - previous_call_at > LONG_LIFETIME:
         return True
     return summary_at is not None and summary_at > previous_call_at

@@ -61,19 +61,28 @@ def context_text(*, session: Session, now: datetime | None = None) -> str:
     return "\n".join(lines)
 
 
+_UNREAD: Any = object()
+
+
 def request_build(
-    *, session: Session, window_messages: list[dict[str, Any]], window_moved: bool = False
+    *,
+    session: Session,
+    window_messages: list[dict[str, Any]],
+    window_moved: bool = False,
+    summary: Summary | None = _UNREAD,
 ) -> dict[str, Any]:
     """The keyword arguments of `messages.stream` for one call, minus model and max_tokens.
 
     Precondition: the window ends with a user message (the prompt or the latest tool results).
     `window_moved`: the window's start moved for this call (the whole prefix after the tools is new).
+    `summary`: the session's latest summary, when the caller has read it (None: there is none).
     """
     messages = copy.deepcopy(window_messages)
     last = messages[-1]
     if last["role"] != "user":
         raise ValueError("the window must end with a user message")
-    summary = summary_latest(session=session)
+    if summary is _UNREAD:
+        summary = summary_latest(session=session)
     lifetimes = cache_lifetimes(
         session=session, window_moved=window_moved, summary_at=summary.created_at if summary is not None else None
     )

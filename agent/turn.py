@@ -33,19 +33,20 @@ from conversations.leases import LeaseHeartbeat, lease_release, lease_renew, lea
 from conversations.models import Message, ModelCall, Session
 from conversations.provenance import turn_sources
 from conversations.services import message_append, model_call_record, session_title_from_prompt
-from conversations.window import window_build
+from conversations.window import Window, window_build
+from memory.models import Summary
+from memory.selectors import summary_latest
 from memory.semantic import vectors_schedule
-from memory.summaries import summary_is_due
+from memory.summaries import summary_is_due, summary_is_due_after_turn
 from realtime.frames import (
     PROMPT_KINDS,
-    AssistantDeltaFrame,
     AssistantMessageFrame,
     ErrorFrame,
     ToolResultFrame,
     ToolUseFrame,
     UserMessageFrame,
 )
-from realtime.push import push_frame, push_frame_on_commit
+from realtime.push import DeltaStream, chats_changed_on_commit, push_frame, push_frame_on_commit
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +86,8 @@ class TurnResult:
     message_id: int | None  # the final assistant message, None when nothing was said
     prompt_id: int
     cancelled: bool = False
+    used_tools: bool = True  # False only when this run archived the whole turn and called no tool
+    last_call: _LastCall | None = None
 
 
 def prompt_check(text: str) -> None:
@@ -196,7 +199,7 @@ class _Stopper:
     def __init__(self, session: Session, lease_id: str) -> None:
         self.session, self.lease_id = session, lease_id
         self.stopped = False
-        self._checked = 0.0
+        self._checked = time.monotonic()  # the lease was just taken or renewed
         self._lock = threading.Lock()
 
     def __call__(self, *, now_or_never: bool = False) -> bool:
@@ -240,11 +243,12 @@ def turn_run(
             prompt = message_append(session=session, role="user", content=text)
             session_title_from_prompt(session=session, prompt=prompt)
             push_frame_on_commit(session, UserMessageFrame(text=text, message_id=prompt.id, kind=kind))
+            chats_changed_on_commit(session, "message")  # the user's chat lists, in every tab
             if on_prompt is not None:
                 on_prompt(prompt)
     turn_lease_hold(session=session, lease_id=lease_id)
     try:
-        result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id)
+        result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id, fresh=text is not None)
     except ModelFailed as failure:
         turn_lease_release(session=session, lease_id=lease_id)
         push_frame(session, ErrorFrame(code=failure.code, detail=failure.detail))
@@ -254,23 +258,41 @@ def turn_run(
         raise
     turn_lease_release(session=session, lease_id=lease_id)
     # After the release: a client that answers the reply at once must not hit its own lease (TurnRunning).
-    push_frame(
-        session,
-        AssistantMessageFrame(
-            text=result.reply,
-            message_id=result.message_id,
-            sources=turn_sources(session=session, reply_id=result.message_id),
-        ),
-    )
-    _memory_follow(session)
+    # Sources come from memory tools' results: a turn that called no tool has none to look up.
+    sources = turn_sources(session=session, reply_id=result.message_id) if result.used_tools else []
+    push_frame(session, AssistantMessageFrame(text=result.reply, message_id=result.message_id, sources=sources))
+    chats_changed_on_commit(session, "message")
+    _memory_follow(session, result)
     return result
 
 
-def _memory_follow(session: Session) -> None:
+@dataclass
+class _LastCall:
+    """What the turn's last model call was sent (for the summary decision after the turn)."""
+
+    window: Window
+    summary: Summary | None
+    added_tokens: int = 0  # archived after that call
+    added_rows: int = 0
+
+
+def _memory_follow(session: Session, result: TurnResult) -> None:
     """Queue the summary job if the window nears its next step, and the vector job of semantic search.
     Never fails a reply."""
     try:
-        if summary_is_due(session=session):  # cheap when nothing is due
+        last = result.last_call
+        due = (
+            summary_is_due_after_turn(
+                session=session,
+                window=last.window,
+                latest=last.summary,
+                added_tokens=last.added_tokens,
+                added_rows=last.added_rows,
+            )
+            if last is not None
+            else summary_is_due(session=session)
+        )
+        if due:
             async_task("agent.tasks.summary_update", session.pk, group="summaries")
     except Exception:
         logger.exception("could not queue the summary of session %s", session.pk)
@@ -280,21 +302,29 @@ def _memory_follow(session: Session) -> None:
         logger.exception("could not queue the vectors of session %s", session.pk)
 
 
-def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResult:
+def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool) -> TurnResult:
+    """`fresh`: the prompt was archived by this run (so the newest messages are known here)."""
     client = model_client()
     stopper = _Stopper(session, lease_id)
     spoken: list[str] = []
     last_message: Message | None = None
+    last_call: _LastCall | None = None
     tool_rounds = 0
+    deltas = DeltaStream(session)
 
     def on_text(chunk: str) -> None:
-        push_frame(session, AssistantDeltaFrame(text=json_text_cleaned(chunk)))
+        deltas.add(json_text_cleaned(chunk))
 
     while True:
-        if stopper(now_or_never=True):  # between model calls, always look
+        # Between model calls, always look — but not right after taking the lease.
+        if stopper(now_or_never=tool_rounds > 0):
             break
         window = window_build(session=session)
-        request = request_build(session=session, window_messages=window.messages, window_moved=window.moved)
+        summary = summary_latest(session=session)
+        request = request_build(
+            session=session, window_messages=window.messages, window_moved=window.moved, summary=summary
+        )
+        last_call = _LastCall(window=window, summary=summary)
         started = time.monotonic()
         try:
             reply = client.stream(
@@ -305,13 +335,18 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
                 **request,
             )
         except ModelError as exc:
+            deltas.flush()
             _record_call(session, model_for(session), None, prompt=prompt, error=str(exc), started=started)
             raise ModelFailed(str(exc)) from exc
+        deltas.flush()
         _record_call(session, model_for(session), reply, prompt=prompt, started=started)
         content = _archivable(reply)
         if not content:
             break
-        last_message = message_append(session=session, role="assistant", content=content)
+        after = (prompt, prompt) if fresh and tool_rounds == 0 else None  # what this run just archived
+        last_message = message_append(session=session, role="assistant", content=content, after=after)
+        last_call.added_tokens += last_message.tokens
+        last_call.added_rows += 1
         said = text_of(content)
         if said:
             spoken.append(said)
@@ -341,7 +376,14 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str) -> TurnResul
             break
     reply_text = "\n\n".join(spoken)
     message_id = last_message.id if last_message is not None and last_message.role == "assistant" else None
-    return TurnResult(reply=reply_text, message_id=message_id, prompt_id=prompt.id, cancelled=stopper.stopped)
+    return TurnResult(
+        reply=reply_text,
+        message_id=message_id,
+        prompt_id=prompt.id,
+        cancelled=stopper.stopped,
+        used_tools=tool_rounds > 0 or not fresh,
+        last_call=last_call,
+    )
 
 
 def _archivable(reply: ModelReply) -> list[dict]:

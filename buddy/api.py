@@ -15,6 +15,7 @@ from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from agent.api import router as agent_router
+from agent.chats_api import router as chats_router
 from agent.limits import RateLimited
 from agent.turn import ModelFailed, PromptTooLarge, TurnRunning
 from buddy.auth import CREDENTIALS_PROBLEM, api_auth
@@ -187,5 +188,5 @@ def other_methods_refused(router: Router) -> Router:
     return router
 
 
-for _router in (agent_router, conversations_router, memory_router, notes_router, web_router):
+for _router in (agent_router, chats_router, conversations_router, memory_router, notes_router, web_router):
     api.add_router("", other_methods_refused(_router))

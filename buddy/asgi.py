@@ -14,6 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from buddy.origins import SameOriginValidator  # noqa: E402
 from memory import semantic  # noqa: E402
+from realtime.push import sockets_served_here  # noqa: E402
 from web.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
@@ -23,6 +24,8 @@ application = ProtocolTypeRouter(
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+sockets_served_here()  # this process's frames reach its own sockets (realtime/push.py)
 
 # The model semantic search encodes questions with is built on a background thread at start-up, so
 # the first search does not wait for it.

@@ -127,14 +127,30 @@ SQLITE_OPTIONS = {
     "timeout": 30,
     "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
 }
+#
+# Connections are kept (BUDDY_DB_CONN_MAX_AGE seconds, checked before reuse): turns, socket calls and
+# background jobs run on long-lived threads (agent/threads.py, the loop's executor, the worker), each
+# keeping its connection instead of opening one per request. BUDDY_DB_POOL=N on PostgreSQL uses
+# psycopg's pool of at most N connections instead (docs/deploy.md), which also serves the
+# short-lived threads Django gives each HTTP request's middleware.
+BUDDY_DB_CONN_MAX_AGE = env_int("BUDDY_DB_CONN_MAX_AGE", 600)
+BUDDY_DB_POOL = env_int("BUDDY_DB_POOL", 0)
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'buddy.sqlite3'}",
-        conn_max_age=0,  # under ASGI every request runs in its own thread: never keep connections
+        conn_max_age=BUDDY_DB_CONN_MAX_AGE,
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
+elif BUDDY_DB_POOL > 0:
+    # Pooled connections go back to the pool when Django closes them: no persistent ones on top.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        **DATABASES["default"].get("OPTIONS", {}),
+        "pool": {"min_size": min(4, BUDDY_DB_POOL), "max_size": BUDDY_DB_POOL, "timeout": 30},
+    }
     # A file, not :memory:, so live servers, worker processes and threads share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_buddy.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -299,11 +315,14 @@ BUDDY_WS_MAX_DEPTH = env_int("BUDDY_WS_MAX_DEPTH", 32)
 BUDDY_WS_REPLAY_INTERVAL = env_float("BUDDY_WS_REPLAY_INTERVAL", 0.5)
 # Bytes daphne may hold for one socket whose client does not read before it drops the connection.
 BUDDY_WS_SEND_BUFFER_BYTES = env_int("BUDDY_WS_SEND_BUFFER_BYTES", 4 * 1024 * 1024)
+# Least seconds between two `assistant_delta` frames of one reply: text streamed sooner is sent in the
+# next one, so a fast model's many small pieces cost a few channel-layer messages, not one each.
+BUDDY_DELTA_INTERVAL = env_float("BUDDY_DELTA_INTERVAL", 0.05)
 # Tool calls run from one model response; the rest get an is_error result saying why.
 BUDDY_MAX_TOOL_CALLS = env_int("BUDDY_MAX_TOOL_CALLS", 50)
 # Threads that run WebSocket turns (model calls wait on the network there), apart from the pool that
 # serves replays and other quick database work.
-BUDDY_TURN_THREADS = env_int("BUDDY_TURN_THREADS", 16)
+BUDDY_TURN_THREADS = env_int("BUDDY_TURN_THREADS", 64)
 # Hosts canvas media may load from over https; same-site paths always may (the page's CSP says so too).
 BUDDY_MEDIA_HOSTS = [
     host.strip().lower() for host in os.environ.get("BUDDY_MEDIA_HOSTS", "").split(",") if host.strip()

@@ -1,4 +1,4 @@
-"""`/agents`, `/chats` and `/history`. Refusals are domain exceptions (conversations.errors), which
+"""`/agents` and `/history` (`/chats`: agent/chats_api.py). Refusals are domain exceptions (conversations.errors), which
 buddy/api.py answers with their status and the one `ErrorOut` body."""
 
 from __future__ import annotations
@@ -9,47 +9,18 @@ from pydantic import Field
 
 from conversations import selectors
 from conversations.provenance import history_sources
-from conversations.schemas import AgentOut, ChatIn, ChatOut, ChatRenameIn, ErrorOut, HistoryOut
-from conversations.services import session_rename
+from conversations.schemas import AgentOut, ChatIn, ErrorOut, HistoryOut
 
 router = Router(tags=["conversations"])
 
 # The error answers each kind of endpoint gives, for the OpenAPI schema (every one is `ErrorOut`).
 AUTH_ERRORS = {401: ErrorOut}
 READ_ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
-WRITE_ERRORS = dict.fromkeys((401, 403, 404, 413, 422), ErrorOut)
 
 
 @router.get("/agents", response={200: list[AgentOut], **AUTH_ERRORS}, summary="The agents a user can talk to")
 def agents(request: HttpRequest):
     return [AgentOut(id=a.slug, name=a.name, avatar=a.avatar) for a in selectors.agent_list()]
-
-
-def _chat_out(session, *, last_message_at=None, messages: int = 0) -> ChatOut:
-    return ChatOut(
-        agent=session.agent.slug,
-        chat_id=session.chat_id,
-        title=session.title,
-        last_message_at=last_message_at,
-        messages=messages,
-    )
-
-
-@router.get("/chats", response={200: list[ChatOut], **AUTH_ERRORS}, summary="The user's conversations")
-def chats(request: HttpRequest):
-    return [
-        _chat_out(s, last_message_at=s.last_message_at, messages=s.message_count)
-        for s in selectors.session_list(user=request.user)
-    ]
-
-
-@router.patch("/chats", response={200: ChatOut, **WRITE_ERRORS}, summary="Rename a chat")
-def chat_rename(request: HttpRequest, payload: ChatRenameIn):
-    """Give one of the user's chats a title (new chats are named after their first prompt)."""
-    session = selectors.session_require(user=request.user, chat=payload.chat)
-    session_rename(session=session, title=payload.title)
-    stats = selectors.session_list(user=request.user).get(pk=session.pk)
-    return _chat_out(session, last_message_at=stats.last_message_at, messages=stats.message_count)
 
 
 class HistoryQuery(ChatIn):

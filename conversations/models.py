@@ -128,7 +128,11 @@ class ModelCall(models.Model):
         CHAT = "chat"
         SUMMARY = "summary"
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="model_calls")
+    # A deleted chat's calls stay for cost reporting, with their token counts and nothing of the chat:
+    # no session, no prompt id, no error text (agent.chats.chat_delete; README: DELETE /chats).
+    session = models.ForeignKey(Session, on_delete=models.SET_NULL, null=True, blank=True, related_name="model_calls")
+    # Whose call it was, also once its chat is gone; null only for a call of a user since deleted.
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, null=True, related_name="+")
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.CHAT)
     model = models.CharField(max_length=100)
     input_tokens = models.PositiveIntegerField(default=0)
@@ -141,8 +145,8 @@ class ModelCall(models.Model):
     cache_creation_1h_input_tokens = models.PositiveIntegerField(default=0)
     latency_ms = models.PositiveIntegerField(default=0)
     # The prompt (the turn's first message) of the turn a chat call served, for staff to open that turn;
-    # null for a summary call. A plain id, not a foreign key: a chat's deletion keeps its calls' token
-    # counts and never has to visit this table for each message it deletes.
+    # null for a summary call and once the chat is deleted. A plain id, not a foreign key: a chat's
+    # deletion clears it for the chat's calls at once, never visiting this table for each message.
     prompt_message_id = models.BigIntegerField(null=True, blank=True)
     stop_reason = models.CharField(max_length=32, blank=True)
     error = models.TextField(blank=True)

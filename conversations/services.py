@@ -61,6 +61,12 @@ def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, cha
     """The user's session of the chat `ChatRef.of(agent=agent_slug, chat_id=chat_id)` names, created on
     first use. Raises InvalidChatId / InvalidAgent (conversations.refs) or UnknownAgent."""
     chat = ChatRef.of(agent=agent_slug, chat_id=chat_id)
+    # The common case, a chat that exists, in one query; the session carries its agent and the caller's user.
+    found = Session.objects.filter(user=user, agent__slug=chat.agent, chat_id=chat.chat_id).select_related("agent")
+    session = found.first()
+    if session is not None:
+        session.user = user
+        return session
     agent = agent_get(slug=chat.agent)
     if agent is None:
         raise UnknownAgent(chat.agent)
@@ -126,15 +132,21 @@ def message_build(
     )
 
 
+NEIGHBOUR_ROWS = 4  # a plain turn is 2 messages, one with a tool round 4: its turn start is among them
+
+
 def _neighbours(session_id: int) -> tuple[Message | None, Message | None]:
-    """The session's newest message and newest turn start: one lookup on the (session, id) index, and
-    a second on the turn-start index only when the newest message is inside a turn."""
+    """The session's newest message and newest turn start: the newest few rows on the (session, id)
+    index, and a lookup on the turn-start index only when no turn start is among them."""
     fields = ("id", "is_turn_start", "search_terms")
     messages = Message.objects.filter(session_id=session_id).order_by("-id").only(*fields)
-    previous = messages.first()
-    if previous is None or previous.is_turn_start:
-        return previous, previous
-    return previous, messages.filter(is_turn_start=True).first()
+    newest = list(messages[:NEIGHBOUR_ROWS])
+    if not newest:
+        return None, None
+    turn_start = next((message for message in newest if message.is_turn_start), None)
+    if turn_start is None and len(newest) == NEIGHBOUR_ROWS:
+        turn_start = messages.filter(is_turn_start=True).first()
+    return newest[0], turn_start
 
 
 def _context_of(message: Message, previous: Message | None, turn_start: Message | None) -> str:
@@ -147,12 +159,18 @@ def _context_of(message: Message, previous: Message | None, turn_start: Message 
 
 
 def message_append(
-    *, session: Session, role: str, content: str | list[dict[str, Any]], created_at: datetime | None = None
+    *,
+    session: Session,
+    role: str,
+    content: str | list[dict[str, Any]],
+    created_at: datetime | None = None,
+    after: tuple[Message, Message] | None = None,
 ) -> Message:
     """Archive one message. Turns of a session never interleave, so the newest messages read here are
-    the ones this message follows; their terms become its search context."""
+    the ones this message follows; their terms become its search context. `after`: the session's
+    newest message and newest turn start, when the caller has just archived them (nothing is read)."""
     message = message_build(session=session, role=role, content=content, created_at=created_at)
-    previous, turn_start = _neighbours(session.pk)
+    previous, turn_start = after if after is not None else _neighbours(session.pk)
     message.search_context = _context_of(message, previous, turn_start)
     message.save()
     return message
@@ -220,6 +238,7 @@ def model_call_record(
     usage = reply.usage if reply is not None else {}
     return ModelCall.objects.create(
         session=session,
+        user_id=session.user_id,
         kind=kind,
         model=(reply.model if reply is not None and reply.model else model),
         input_tokens=usage.get("input_tokens") or 0,

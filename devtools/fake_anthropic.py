@@ -959,6 +959,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # Each SSE event and each small response is its own write: without TCP_NODELAY, Nagle's
+        # algorithm holds a write back until the client's delayed ACK of the one before, adding tens
+        # of milliseconds to back-to-back calls that the real API does not have.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self.fake._lock:
             self.fake._connections.add(self.connection)
 

@@ -23,7 +23,7 @@ from django.conf import settings
 from conversations.content import estimate_tokens
 from conversations.leases import lease_row_take
 from conversations.models import Message, Session
-from conversations.window import window_next_step
+from conversations.window import Window, window_next_step
 from memory.models import Summary, SummaryLease
 from memory.selectors import summary_latest
 from memory.tools import message_line
@@ -70,6 +70,50 @@ def summary_is_due(*, session: Session) -> bool:
         return False
     latest = summary_latest(session=session)
     return summary_target_id(session=session) > (latest.through_message_id if latest else 0)
+
+
+# (session id, stored window start) → the id of the session's last message before that start. The archive
+# only grows, so the answer never changes; a turn's summary decision then needs no query.
+_covered_by_start: dict[tuple[int, int], int] = {}
+COVERED_BY_START_KEPT = 10_000
+
+
+def _last_id_before_start(session: Session, stored_start_id: int) -> int:
+    key = (session.pk, stored_start_id)
+    if key not in _covered_by_start:
+        if len(_covered_by_start) >= COVERED_BY_START_KEPT:
+            _covered_by_start.clear()
+        _covered_by_start[key] = _last_id_before(session, stored_start_id)
+    return _covered_by_start[key]
+
+
+def summary_is_due_after_turn(
+    *, session: Session, window: Window, latest: Summary | None, added_tokens: int, added_rows: int
+) -> bool:
+    """summary_is_due, decided from the window the turn's last model call was sent (`window`, with the
+    summary it carried, `latest`) grown by what the turn archived after it: no window is built again,
+    and in the common case nothing is read. The job recomputes the exact target itself."""
+    if not settings.BUDDY_SUMMARIES or window.start_id is None:
+        return False
+    through = latest.through_message_id if latest else 0
+    if window.next_start_id and _near_step(window, added_tokens=added_tokens, added_rows=added_rows):
+        ids = [message_id for message_id in window.message_ids if message_id is not None]
+        if window.next_start_id in ids and ids.index(window.next_start_id) > 0:
+            ahead = ids[ids.index(window.next_start_id) - 1]
+        else:
+            ahead = _last_id_before(session, window.next_start_id)
+        if ahead > through:
+            return True
+    return _last_id_before_start(session, window.stored_start_id) > through
+
+
+def _near_step(window: Window, *, added_tokens: int, added_rows: int) -> bool:
+    tokens_until_step = settings.BUDDY_CONTEXT_TOKENS - window.tokens - added_tokens
+    rows_until_step = settings.BUDDY_WINDOW_ROWS - len(window.messages) - added_rows
+    return (
+        tokens_until_step <= AHEAD_SHARE * settings.BUDDY_CONTEXT_TOKENS
+        or rows_until_step <= AHEAD_SHARE * settings.BUDDY_WINDOW_ROWS
+    )
 
 
 class Summarise(Protocol):

@@ -167,6 +167,31 @@ class AgentSwitchFrame(_ServerFrame):
     agent: AgentOut
 
 
+ChatChange = Literal["message", "renamed", "deleted"]
+CHAT_CHANGES: tuple[str, ...] = get_args(ChatChange)
+
+
+class ChatsChangedFrame(_ServerFrame):
+    """One of the user's chats changed, to every socket of the user (any chat, any tab): `change` is
+    `message` (a new message; the first one creates the chat), `renamed` or `deleted`. The chat list
+    reads `GET /chats` again."""
+
+    type: Literal["chats_changed"] = "chats_changed"
+    change: ChatChange = Field(description="`message` (the first one creates the chat), `renamed` or `deleted`.")
+    agent: str
+    chat_id: str
+
+
+class ChatDeletedFrame(_ServerFrame):
+    """The chat this socket follows was deleted (`DELETE /chats`): nothing of it is kept; a prompt sent
+    now starts a new, empty chat of the same name."""
+
+    type: Literal["chat_deleted"] = "chat_deleted"
+    agent: str
+    chat_id: str
+    detail: str = "This chat was deleted."
+
+
 class ErrorFrame(_ServerFrame):
     """Bad input or a refused turn (`code`: see below); the socket stays open unless the code closes it."""
 
@@ -183,6 +208,8 @@ ServerFrame = Annotated[
     | AssistantDeltaFrame
     | AssistantMessageFrame
     | AgentSwitchFrame
+    | ChatsChangedFrame
+    | ChatDeletedFrame
     | ErrorFrame,
     Field(discriminator="type"),
 ]

@@ -4,8 +4,9 @@ The database stays the source of truth: a layer may drop a message (channels-red
 capacity), and a client that sees a gap in the canvas `version` asks for a replay.
 
 With the in-memory channel layer of the embedded default, a layer reaches only its own process: a
-process with no sockets of its own (the task worker running a scheduled prompt) writes its group
-messages to the database instead, and the server process relays them (realtime/relay.py).
+process that serves no sockets (the task worker running a scheduled prompt) writes its group messages
+to the database instead, and the server process relays them (realtime/relay.py). The server process
+itself never does: whoever can receive its frames is one of its own sockets.
 
 A chat's group is named by what names the chat — (user, agent, chat_id) — not by the session's id:
 a socket may be opened on a chat that does not exist yet (it replays empty and creates nothing), and
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +28,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from conversations.models import Session
-from realtime.frames import ServerFrame
+from realtime.frames import AssistantDeltaFrame, ChatChange, ChatDeletedFrame, ChatsChangedFrame, ServerFrame
 from realtime.models import RelayedFrame
 
 logger = logging.getLogger(__name__)
@@ -53,10 +55,18 @@ def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
 
-# Sockets open in this process (counted by the consumer).
+# Sockets open in this process (counted by the consumer), and whether it is the server that holds them.
 _local_sockets = 0
+_serves_sockets = False
 _database_writes = 0
 PRUNE_EVERY_WRITES = 500
+
+
+def sockets_served_here() -> None:
+    """This process is the one that serves the sockets (buddy/asgi.py): its frames go to its own
+    layer even while no socket is open, since nobody else could receive them."""
+    global _serves_sockets
+    _serves_sockets = True
 
 
 def local_socket_opened() -> None:
@@ -75,13 +85,16 @@ def layer_is_in_memory() -> bool:
 
 def _through_database() -> bool:
     """Whether this process's group messages must go through the database to reach any socket."""
-    return _local_sockets == 0 and layer_is_in_memory()
+    return _local_sockets == 0 and not _serves_sockets and layer_is_in_memory()
 
 
-def _group_send(group: str, message: dict[str, Any]) -> None:
-    """Send now. A failing layer is logged, never raised: pushing is best effort."""
+def _group_send(group: str, message: dict[str, Any], *, relay: bool = True) -> None:
+    """Send now. A failing layer is logged, never raised: pushing is best effort. `relay=False`: never
+    through the database (a frame that must leave no row behind, e.g. a deleted chat's notice)."""
     try:
         if _through_database():
+            if not relay:
+                return  # no socket in this process, and the in-memory layer reaches no other one
             global _database_writes
             RelayedFrame.objects.create(group=group, message=message)
             _database_writes += 1
@@ -113,6 +126,51 @@ def push_frame_on_commit(session: Session | int, frame: ServerFrame) -> None:
     transaction.on_commit(lambda: _group_send(group, message))
 
 
+class DeltaStream:
+    """A reply's text as `assistant_delta` frames, at most one per BUDDY_DELTA_INTERVAL seconds: the first
+    piece goes at once, pieces that follow sooner wait for the next piece after the interval or for
+    flush() (the end of the model's answer, or a frame that must come after the text so far)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.pieces: list[str] = []
+        self.sent_at = float("-inf")
+
+    def add(self, text: str) -> None:
+        self.pieces.append(text)
+        if time.monotonic() - self.sent_at >= settings.BUDDY_DELTA_INTERVAL:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pieces:
+            text, self.pieces = "".join(self.pieces), []
+            push_frame(self.session, AssistantDeltaFrame(text=text))
+            self.sent_at = time.monotonic()
+
+
 def user_sockets_close(*, user_id: int) -> None:
     """Close every socket of the user, in every process (best effort)."""
     _group_send(user_group(user_id), dict(USER_LOGOUT_MESSAGE))
+
+
+def chats_changed_on_commit(session: Session, change: ChatChange) -> None:
+    """Tell every socket of the session's user that this chat changed (the chat list follows), once the
+    surrounding transaction commits."""
+    frame = ChatsChangedFrame(change=change, agent=session.agent.slug, chat_id=session.chat_id)
+    message = _frame_message(frame)
+    group = user_group(session.user_id)
+    transaction.on_commit(lambda: _group_send(group, message))
+
+
+def chat_deleted_on_commit(*, user_id: int, agent_id: int, agent: str, chat_id: str) -> None:
+    """Once the deletion commits: `chat_deleted` to the chat's sockets and `chats_changed` to every
+    socket of the user. Never relayed through the database, which must keep nothing of the chat."""
+    group = chat_group(user_id=user_id, agent_id=agent_id, chat_id=chat_id)
+    notice = _frame_message(ChatDeletedFrame(agent=agent, chat_id=chat_id))
+    changed = _frame_message(ChatsChangedFrame(change="deleted", agent=agent, chat_id=chat_id))
+
+    def send() -> None:
+        _group_send(group, notice, relay=False)
+        _group_send(user_group(user_id), changed, relay=False)
+
+    transaction.on_commit(send)

@@ -55,10 +55,10 @@ def frames_checked(monkeypatch) -> Iterator[FrameCheck]:
     frames = FrameCheck()
     group_send, send_json = push._group_send, CanvasConsumer.send_json
 
-    def checked_group_send(group: str, message: dict) -> None:
+    def checked_group_send(group: str, message: dict, **options) -> None:
         if message.get("type") == "frame":
             frames.check(message.get("frame"), f"pushed to {group}")
-        group_send(group, message)
+        group_send(group, message, **options)
 
     async def checked_send_json(self, content, close=False):
         frames.check(content, "sent by the consumer")

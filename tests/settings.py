@@ -41,3 +41,9 @@ STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.s
 # The server relays frames the task worker writes to the database (realtime/relay.py); the test process
 # itself never relays (its consumers' sockets are in this process), the daphne it starts does.
 BUDDY_FRAME_RELAY = "pytest" not in sys.modules
+
+# The suite's own threads (turn threads, the loop's executor) would keep connections to the test
+# database open past the test, and PostgreSQL refuses to drop a database with open connections: the test
+# process closes each connection after use. Server processes a test starts keep theirs, as deployed.
+if "pytest" in sys.modules:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

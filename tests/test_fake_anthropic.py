@@ -4,6 +4,7 @@ out against it, and it rejects and caches what the real API rejects and caches."
 from __future__ import annotations
 
 import os
+import socket
 import threading
 
 import anthropic
@@ -415,6 +416,17 @@ def test_requests_from_many_threads_are_all_recorded(server):
 
     texts = sorted(request["body"]["messages"][0]["content"][0]["text"] for request in server.requests)
     assert texts == sorted(f"call {n}" for n in range(8))
+
+
+def test_accepted_connections_send_without_waiting_for_acks(client, server):
+    """TCP_NODELAY on every connection the server accepts: small writes (each SSE event) leave at once
+    instead of waiting for the client's delayed ACK of the previous one."""
+    client.messages.create(model=MODEL, max_tokens=10, messages=[user("hello")])
+    with server._lock:
+        connections = list(server._connections)  # the SDK keeps its connection alive
+    assert connections
+    for connection in connections:
+        assert connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
 
 
 # --- prompt caching ----------------------------------------------------------------------------

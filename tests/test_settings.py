@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -78,3 +79,34 @@ def test_a_forbidden_admin_page_logs_one_traceback(tmp_path, debug):
     )
     assert result.returncode == 0, result.stderr
     assert result.stderr.count("Traceback") == 1, result.stderr
+
+
+def database_settings_of(var_dir, **env: str) -> dict:
+    script = "import json; from django.conf import settings; print(json.dumps(settings.DATABASES['default']))"
+    result = subprocess.run(
+        [sys.executable, "-c", f"import django; django.setup(); {script}"],
+        cwd=ROOT,
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "DJANGO_SETTINGS_MODULE": "buddy.settings",
+            "BUDDY_VAR_DIR": str(var_dir),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_connections_are_kept_and_checked_and_pooled_on_postgresql_when_asked(tmp_path):
+    sqlite = database_settings_of(tmp_path)
+    assert (sqlite["CONN_MAX_AGE"], sqlite["CONN_HEALTH_CHECKS"]) == (600, True)
+    postgres = "postgres://buddy@127.0.0.1:5432/buddy"
+    kept = database_settings_of(tmp_path, DATABASE_URL=postgres, BUDDY_DB_CONN_MAX_AGE="60")
+    assert (kept["CONN_MAX_AGE"], kept["CONN_HEALTH_CHECKS"]) == (60, True) and "pool" not in kept["OPTIONS"]
+    pooled = database_settings_of(tmp_path, DATABASE_URL=postgres, BUDDY_DB_POOL="12")
+    assert pooled["CONN_MAX_AGE"] == 0  # a pooled connection goes back to the pool when Django closes it
+    assert pooled["OPTIONS"]["pool"]["max_size"] == 12
+    assert database_settings_of(tmp_path, BUDDY_DB_POOL="12")["OPTIONS"].get("pool") is None  # SQLite: no pool

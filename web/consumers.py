@@ -34,21 +34,18 @@ Frames the client must know about beyond the README's list:
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
-from django.db import close_old_connections
 
 from agent.chat import LoginNoLongerValid, chat_cancel, chat_confirmation_answer, chat_open, chat_prompt, chat_replay
 from agent.limits import PromptBucket
+from agent.threads import on_turn_thread
 from agent.turn import ModelFailed, TurnRunning, prompt_check, turn_running_here
 from canvas.elements import CanvasCommandError
 from conversations.errors import DomainError, InvalidInput
@@ -93,23 +90,6 @@ def _in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
     consumer's database call in one shared thread, so a burst of connects queues behind one another;
     these functions are self-contained (one query set or one atomic block each), so any thread will do."""
     return database_sync_to_async(function, thread_sensitive=False)
-
-
-@functools.cache
-def turn_executor() -> ThreadPoolExecutor:
-    """The threads WebSocket turns run on. A turn waits on the model for seconds; on the loop's default
-    pool (a handful of threads on a small machine, shared with every replay and database call of
-    every socket) a few slow model calls would stall every socket. When all BUDDY_TURN_THREADS are
-    busy, a turn waits for one."""
-    return ThreadPoolExecutor(max_workers=settings.BUDDY_TURN_THREADS, thread_name_prefix="buddy-turn")
-
-
-def _socket_turn(**prompt: Any) -> None:
-    """chat_prompt on a turn thread, which leaves no database connection behind."""
-    try:
-        chat_prompt(**prompt)
-    finally:
-        close_old_connections()
 
 
 _chat_open = _in_db_thread(chat_open)
@@ -323,7 +303,8 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
 
     async def _turn(self, text: str, kind: str) -> None:
         try:
-            await sync_to_async(_socket_turn, thread_sensitive=False, executor=turn_executor())(
+            await on_turn_thread(
+                chat_prompt,
                 user=self.user,
                 django_session=self.scope.get("session"),
                 chat=ChatRef(agent=self.agent.slug, chat_id=self.chat_id),

@@ -59,6 +59,7 @@ def page_config(*, user, default_agent: Agent | None, theme: str = Theme.SYSTEM)
         "urls": {
             "agents": reverse("api:agents"),
             "chats": reverse("api:chats"),
+            "chatExport": reverse("api:chat_export"),
             "history": reverse("api:history"),
             "prompt": reverse("api:prompt"),
             "notes": reverse("api:notes_list"),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Max, OuterRef, Subquery
+from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
 
 from conversations.content import estimate_tokens
 from conversations.models import Message, Session
@@ -20,16 +21,30 @@ NOTE_FIRST_LINE_CHARS = 200  # of a note not shown whole in the context block
 
 
 def notes_both(*, user: AbstractBaseUser, session: Session | None) -> dict[str, list[Note]]:
-    """{"chat": the session's notes, "profile": the user's}, each by path."""
-    return {
-        scope: list(
-            notes_of(user=user, session=session, scope=scope)
-            .select_related("source_message__session__agent")
-            .annotate(source_prompt_id=turn_prompt_subquery("source_message"))
-            .order_by("path")
-        )
-        for scope in (NoteScope.CHAT, NoteScope.PROFILE)
-    }
+    """{"chat": the session's notes, "profile": the user's}, each by path, with where each came from
+    (one query for both)."""
+    rows = (
+        _both_scopes(user, session)
+        .select_related("source_message__session__agent")
+        .annotate(source_prompt_id=turn_prompt_subquery("source_message"))
+    )
+    return _by_scope(rows)
+
+
+def _both_scopes(user: AbstractBaseUser, session: Session | None) -> QuerySet[Note]:
+    """The notes of both scopes, by path: the scopes as notes_of (memory.notes.services) draws them, in
+    one WHERE."""
+    both = Q(user=user, scope=NoteScope.PROFILE)
+    if session is not None:
+        both |= Q(session=session, scope=NoteScope.CHAT)
+    return Note.objects.filter(both).order_by("path")
+
+
+def _by_scope(rows: Iterable[Note]) -> dict[str, list[Note]]:
+    notes: dict[str, list[Note]] = {NoteScope.CHAT: [], NoteScope.PROFILE: []}
+    for note in rows:
+        notes[note.scope].append(note)
+    return notes
 
 
 @dataclass(frozen=True)
@@ -117,7 +132,8 @@ def notes_context_text(*, session: Session) -> str:
     whole text): the notes of both scopes, in order, listed by path and first line while they fit; then,
     in order, those that fit shown whole instead. Notes that do not fit at all are left out, and a last
     line says how many and how to view them. Empty when there are none (or the budget holds nothing)."""
-    notes = notes_both(user=session.user, session=session)
+    # Path and text only: a turn builds this block on every model call.
+    notes = _by_scope(_both_scopes(session.user, session).only("scope", "path", "content"))
     every = notes[NoteScope.CHAT] + notes[NoteScope.PROFILE]
     if not every:
         return ""

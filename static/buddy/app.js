@@ -7,9 +7,11 @@
 import { AgentPicker } from "./agents.js";
 import { Api } from "./api.js";
 import { CanvasPane } from "./canvas-pane.js";
-import { ChatPicker } from "./chats.js";
+import { ChatList, newChatId } from "./chatlist.js";
 import { Composer } from "./composer.js";
 import { ConnectionStatus } from "./connection.js";
+import { collectDom } from "./dom.js";
+import { Drawer } from "./drawer.js";
 import { noticeMessage } from "./conversation.js";
 import { ERROR_TITLES, describeError, errorNotice } from "./errors.js";
 import { frameRouter } from "./frames.js";
@@ -74,15 +76,19 @@ class BuddyApp {
       onRunning: (running) => this.composer.setRunning(running),
       onReply: () => this.chats.load(),
     });
-    this.chats = new ChatPicker({
+    this.notify = notify;
+    this.chats = new ChatList({
       api,
-      url: urls.chats,
+      urls: { chats: urls.chats, chatExport: urls.chatExport },
       place,
+      agentOf: (agentId) => this.agents?.find(agentId) ?? null,
       titleChars: limits.titleChars,
       onOpen: (chatId, options) => this.openChat(chatId, options),
+      onDeleted: (chat, next) => this.onChatDeletedHere(chat, next),
       notify,
       dom: dom.chats,
     });
+    this.drawer = new Drawer(dom.drawer);
     this.history = new HistoryPager({
       api,
       url: urls.history,
@@ -123,9 +129,10 @@ class BuddyApp {
     this.updateTitle();
     this.composer.setRunning(false);
     this.socket.start();
+    this.place.save(); // the address names the agent and chat shown, so a reload keeps them
     this.chats.reload();
     this.history.load();
-    this.agents.load();
+    this.agents.load().then(() => this.chats.render());
   }
 
   goToLogin() {
@@ -161,6 +168,7 @@ class BuddyApp {
     this.agentBeforeSwitch = this.place.agent;
     this.place.agent = { ...agent };
     this.agents.show(agent.id);
+    this.place.aroundId = null;
     this.place.save();
     this.updateTitle();
     this.prepareForOtherConversation();
@@ -176,8 +184,16 @@ class BuddyApp {
     this.memory.refresh();
   }
 
-  openChat(chatId, { isNew = false } = {}) {
-    if (!this.place.isChatId(chatId) || (chatId === this.place.chatId && !isNew)) return;
+  /** Shows another chat (of another agent when `agent` names one): from the chat list, or a new one. */
+  openChat(chatId, { isNew = false, agent = null } = {}) {
+    this.drawer.close({ returnFocus: false });
+    const otherAgent = agent !== null && agent !== this.place.agent.id;
+    if (!this.place.isChatId(chatId) || (chatId === this.place.chatId && !isNew && !otherAgent)) return;
+    if (otherAgent) {
+      this.place.agent = { ...(this.agents.find(agent) ?? { id: agent, name: agent, avatar: "" }) };
+      this.agents.show(agent);
+      this.updateTitle();
+    }
     this.place.chatId = chatId;
     this.place.aroundId = null;
     this.memory.refresh();
@@ -187,7 +203,25 @@ class BuddyApp {
     this.socket.reconnect();
     this.chats.render();
     this.history.load();
-    if (isNew) this.composer.focus();
+    if (isNew || document.activeElement === document.body) this.composer.focus();
+  }
+
+  /** This page deleted `chat`: when it was the one shown, show `next` (or a new chat). */
+  onChatDeletedHere(chat, next) {
+    this.notify(`Deleted “${this.chats.chatName(chat)}”.`, "success");
+    if (!this.chats.isShown(chat)) return;
+    if (next) this.openChat(next.chat_id, { agent: next.agent });
+    else this.openChat(newChatId(), { isNew: true });
+  }
+
+  /** The server says the chat shown was deleted (in another tab, or from the API). */
+  async onChatDeleted(frame) {
+    if (frame.agent !== this.place.agent.id || frame.chat_id !== this.place.chatId || this.chats.deleting) return;
+    this.notify("This chat was deleted in another tab or app.", "info");
+    await this.chats.reload();
+    const next = this.chats.nextAfter({ agent: frame.agent, chat_id: frame.chat_id });
+    if (next) this.openChat(next.chat_id, { agent: next.agent });
+    else this.openChat(newChatId(), { isNew: true });
   }
 
   // --- the socket -------------------------------------------------------------------------
@@ -235,6 +269,8 @@ class BuddyApp {
       assistant_delta: (frame) => this.turn.onAssistantDelta(frame),
       assistant_message: (frame) => this.onAssistantMessage(frame),
       agent_switch: (frame) => this.onAgentSwitch(frame),
+      chats_changed: (frame) => this.chats.changed(frame),
+      chat_deleted: (frame) => this.onChatDeleted(frame),
       error: (frame) => this.onError(frame),
     };
   }
@@ -301,7 +337,13 @@ class BuddyApp {
 
   // --- sending a prompt -------------------------------------------------------------------
 
-  sendPrompt(text) {
+  async sendPrompt(text) {
+    if (this.place.aroundId !== null) {
+      // Opened at an older message: first the newest messages, so the turn follows them with no gap.
+      this.composer.clear();
+      await this.history.leaveAround();
+      this.composer.restore(text);
+    }
     const frame = { type: "prompt", text };
     const overHttp = new TextEncoder().encode(JSON.stringify(frame)).length > this.config.limits.frameBytes;
     if (overHttp) {
@@ -343,58 +385,6 @@ class BuddyApp {
     const text = this.turn.withdrawPending();
     if (text !== null) this.composer.restore(text);
   }
-}
-
-/** The page's nodes (templates/index.html), grouped by the part of the page that uses them. */
-function collectDom() {
-  const byId = (id) => document.getElementById(id);
-  return {
-    toasts: byId("toasts"),
-    agentSelect: byId("agent"),
-    themeSelect: byId("theme-choice"),
-    connection: { pill: byId("connection"), text: byId("connection-text"), retry: byId("reconnect-now") },
-    composer: {
-      composer: byId("composer"),
-      message: byId("message"),
-      send: byId("send"),
-      stop: byId("stop"),
-      hint: byId("composer-hint"),
-      tryDemo: byId("try-demo"),
-    },
-    log: {
-      log: byId("conversation"),
-      logScroll: byId("log-scroll"),
-      emptyConversation: byId("conversation-empty"),
-      emptyAgentName: byId("conversation-empty-agent"),
-    },
-    history: { logScroll: byId("log-scroll"), loadEarlier: byId("load-earlier"), backToLatest: byId("back-to-latest") },
-    chats: {
-      select: byId("chat"),
-      picker: byId("chat-picker"),
-      newChat: byId("new-chat"),
-      renameChat: byId("rename-chat"),
-      renameForm: byId("rename-form"),
-      renameInput: byId("chat-title"),
-      renameCancel: byId("rename-cancel"),
-    },
-    canvas: {
-      canvas: byId("canvas"),
-      canvasCount: byId("canvas-count"),
-      canvasPanel: byId("canvas-panel"),
-      canvasScroll: byId("canvas-scroll"),
-      canvasPointer: byId("canvas-pointer"),
-      canvasPointerText: byId("canvas-pointer-text"),
-    },
-    memory: {
-      panel: byId("memory-panel"),
-      canvasPanel: byId("canvas-panel"),
-      chatList: byId("memory-chat"),
-      profileList: byId("memory-profile"),
-      count: byId("memory-count"),
-      showMemory: byId("show-memory"),
-      showCanvas: byId("show-canvas"),
-    },
-  };
 }
 
 const configNode = document.getElementById("buddy-config");

@@ -109,7 +109,7 @@ export class HistoryPager {
   /** From a page around a linked message back to the newest messages. */
   leaveAround() {
     this.place.leaveAround();
-    this.load();
+    return this.load();
   }
 
   setNextBefore(value) {

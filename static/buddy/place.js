@@ -44,7 +44,14 @@ export class Place {
     if (agent || chatId) this.save();
   }
 
+  /** Remembers the agent and chat shown: in the address (a reload, a bookmark or a shared link opens
+   * them again) and for the next visit. */
   save() {
+    const url = new URL(window.location.href);
+    url.searchParams.set("agent", this.agent.id);
+    url.searchParams.set("chat_id", this.chatId);
+    if (this.aroundId === null) url.searchParams.delete("around");
+    if (url.href !== window.location.href) window.history.replaceState(null, "", url);
     try {
       window.localStorage.setItem(this.storageKey, JSON.stringify({ agent: this.agent.id, chatId: this.chatId }));
     } catch {

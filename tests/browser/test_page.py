@@ -231,7 +231,8 @@ def test_the_page_follows_the_servers_chat_id_rule_and_title_length(logged_in_pa
         samples,
     )
     assert accepted == [bool(CHAT_ID_RE.fullmatch(sample)) for sample in samples]
-    assert page.locator("#chat-title").evaluate("node => node.maxLength") == TITLE_MAX_CHARS
+    titles = "() => JSON.parse(document.getElementById('buddy-config').textContent).limits.titleChars"
+    assert page.evaluate(titles) == TITLE_MAX_CHARS  # the chat list's rename box (tests/browser/test_chats.py)
 
 
 def test_a_prompt_over_64_kib_within_the_limit_runs_like_any_other(logged_in_page):

@@ -9,7 +9,7 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
-from realtime import relay
+from realtime import push, relay
 from realtime.frames import AssistantDeltaFrame
 from realtime.models import RelayedFrame
 from realtime.push import layer_is_in_memory, push_frame
@@ -24,8 +24,11 @@ def in_memory_layer():
     return get_channel_layer()
 
 
-async def test_a_frame_pushed_where_no_socket_is_open_reaches_the_servers_sockets(session, in_memory_layer, settings):
+async def test_a_frame_pushed_where_no_socket_is_open_reaches_the_servers_sockets(
+    session, in_memory_layer, settings, monkeypatch
+):
     settings.BUDDY_FRAME_RELAY = True
+    monkeypatch.setattr(push, "_serves_sockets", False)  # this process plays the worker
     from realtime.push import session_group
 
     group = await database_sync_to_async(session_group)(session)
@@ -47,3 +50,14 @@ async def test_a_frame_pushed_where_no_socket_is_open_reaches_the_servers_socket
         relay._task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await relay._task
+
+
+def test_the_process_serving_the_sockets_writes_no_rows_when_none_is_open(session, in_memory_layer, monkeypatch):
+    """Nobody could receive them: the server's sockets are its own, and no other process reads its frames."""
+    monkeypatch.setattr(push, "_local_sockets", 0)
+    monkeypatch.setattr(push, "_serves_sockets", False)
+    push_frame(session, AssistantDeltaFrame(text="to the worker's readers"))
+    assert RelayedFrame.objects.count() == 1
+    monkeypatch.setattr(push, "_serves_sockets", True)
+    push_frame(session, AssistantDeltaFrame(text="to nobody"))
+    assert RelayedFrame.objects.count() == 1

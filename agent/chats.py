@@ -1,0 +1,127 @@
+"""A user's chats as wholes: renaming, deleting and exporting one (README: HTTP API, `/chats`), and
+telling the user's open tabs that their chat list changed.
+
+Deleting a chat removes everything holding its content, batch by batch (so a chat of a million
+messages never holds one giant transaction): its schedules, Idempotency-Key answers, notes and their
+versions, summaries, canvas, vectors and messages — and with the messages, through the search
+triggers, its full-text rows and statistics — then the relayed frames of its group and the session
+with the rest. The chat's model calls stay for cost reporting with their token counts only: no
+session, no prompt id, no error text. Profile notes are the user's, not the chat's: they stay, and a
+link from one to a deleted message is cleared. While the deletion runs it holds the chat's turn lease,
+so no turn starts in a chat half deleted; a chat whose turn is running is refused (TurnRunning).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, timedelta
+
+from django.conf import settings
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.contenttypes.models import ContentType
+from django.db import transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+from django.utils.text import slugify
+
+from agent.models import IdempotencyKey, ScheduledPrompt
+from agent.turn import LEASE_FIELD, turn_lease_acquire
+from canvas.models import CanvasState
+from conversations.history_io import history_export
+from conversations.leases import lease_renew
+from conversations.models import Message, ModelCall, Session
+from conversations.refs import ChatRef
+from conversations.selectors import session_require
+from conversations.services import session_rename
+from memory.models import MessageVector, Note, NoteProposal, NoteVersion, Summary
+from memory.notes.history import note_lines_export
+from realtime.models import RelayedFrame
+from realtime.push import chat_deleted_on_commit, chat_group, chats_changed_on_commit, user_group
+
+DELETE_BATCH = 1000  # rows per transaction when deleting a chat's messages, vectors and model calls
+EXPORT_FILE_TITLE_CHARS = 60
+
+
+def chat_rename(*, user: AbstractBaseUser, chat: ChatRef, title: str) -> Session:
+    """Rename one of the user's chats (ChatNotFound, InvalidTitle) and tell the user's tabs."""
+    session = session_require(user=user, chat=chat)
+    with transaction.atomic():
+        session_rename(session=session, title=title)
+        chats_changed_on_commit(session, "renamed")
+    return session
+
+
+def _in_batches(rows, *, action) -> None:
+    """Apply `action(ids)` to the primary keys `rows` selects, DELETE_BATCH at a time, each batch in a
+    transaction of its own (a batch read again after each, so `action` must take the rows out of `rows`)."""
+    while True:
+        ids = list(rows.order_by("pk").values_list("pk", flat=True)[:DELETE_BATCH])
+        if not ids:
+            return
+        with transaction.atomic():
+            action(ids)
+
+
+def chat_delete(*, user: AbstractBaseUser, chat: ChatRef) -> None:
+    """Delete one of the user's chats and everything holding its content (see the module docstring).
+    Raises ChatNotFound (unknown, or another user's) and TurnRunning (a turn runs in it). Once it
+    commits, the chat's sockets get `chat_deleted` and every socket of the user `chats_changed`."""
+    session = session_require(user=user, chat=chat)
+    lease_id = turn_lease_acquire(session=session)
+    lease = Session.objects.filter(pk=session.pk, turn_lease_id=lease_id)
+
+    def still_ours() -> None:
+        lease_renew(lease, field=LEASE_FIELD, ttl=timedelta(seconds=settings.BUDDY_TURN_LEASE_SECONDS))
+
+    with transaction.atomic():
+        ScheduledPrompt.objects.filter(
+            user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id
+        ).delete()
+        IdempotencyKey.objects.filter(session=session).delete()
+        NoteProposal.objects.filter(session=session).delete()
+        NoteVersion.objects.filter(session=session).delete()
+        Note.objects.filter(session=session).delete()
+        Summary.objects.filter(session=session).delete()
+        CanvasState.objects.filter(session=session).delete()
+    _in_batches(
+        MessageVector.objects.filter(session=session),
+        action=lambda ids: (MessageVector.objects.filter(pk__in=ids).delete(), still_ours()),
+    )
+    _in_batches(
+        Message.objects.filter(session=session),
+        action=lambda ids: (Message.objects.filter(pk__in=ids).delete(), still_ours()),
+    )
+    _in_batches(
+        ModelCall.objects.filter(session=session),
+        action=lambda ids: ModelCall.objects.filter(pk__in=ids).update(session=None, prompt_message_id=None, error=""),
+    )
+    group = chat_group(user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id)
+    named = Q(message__frame__agent=session.agent.slug, message__frame__chat_id=session.chat_id)
+    with transaction.atomic():
+        RelayedFrame.objects.filter(Q(group=group) | Q(named, group=user_group(session.user_id))).delete()
+        LogEntry.objects.filter(
+            content_type=ContentType.objects.get_for_model(Session), object_id=str(session.pk)
+        ).delete()
+        session.delete()
+        chat_deleted_on_commit(
+            user_id=session.user_id, agent_id=session.agent_id, agent=session.agent.slug, chat_id=session.chat_id
+        )
+
+
+def chat_export_name(*, session: Session) -> str:
+    """The export's file name: the chat's title (or its id) and the day of its last message (UTC), in
+    ASCII letters, digits and hyphens only, e.g. `trip-to-lisbon-2026-11-25.jsonl`."""
+    name = slugify(session.title)[:EXPORT_FILE_TITLE_CHARS].strip("-") or slugify(session.chat_id) or "chat"
+    last = Message.objects.filter(session=session).aggregate(last=Max("created_at"))["last"]
+    day = (last or session.created_at or timezone.now()).astimezone(UTC)
+    return f"{name}-{day:%Y-%m-%d}.jsonl"
+
+
+def chat_export_lines(*, session: Session) -> Iterator[str]:
+    """The chat as `export_history` writes it: one JSON line per message, oldest first, then one per
+    chat note, each ending in a newline. Read page by page as it is consumed."""
+    for line in history_export(session=session):
+        yield line + "\n"
+    for line in note_lines_export(session=session):
+        yield line + "\n"

@@ -1,0 +1,96 @@
+"""What a plain turn asks of the database: a fixed, small number of queries (docs/architecture.md,
+"A turn's queries")."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from agent.submit import prompt_submit
+from conversations.models import Message
+from conversations.refs import ChatRef
+from memory.models import Summary
+from realtime.models import RelayedFrame
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MAX_QUERIES = 15
+CHAT = ChatRef(agent="buddy", chat_id="main")
+
+
+def queries_of_a_turn(user, text: str) -> list[str]:
+    with CaptureQueriesContext(connection) as queries:
+        prompt_submit(user=user, text=text, chat=CHAT)
+    return [query["sql"] for query in queries.captured_queries]
+
+
+@pytest.fixture
+def plain_turns(model, settings, monkeypatch):
+    from realtime import push
+
+    monkeypatch.setattr(push, "_serves_sockets", True)  # as in the server process (buddy/asgi.py)
+    settings.BUDDY_PROMPTS_PER_MINUTE = 0  # the rate limit's own queries are not the turn's
+    settings.BUDDY_SUMMARIES = True
+    settings.BUDDY_CACHE_TTL = "auto"
+
+
+def test_a_plain_turn_makes_at_most_15_queries(user, plain_turns):
+    prompt_submit(user=user, text="the chat's first turn", chat=CHAT)
+    queries = queries_of_a_turn(user, "and a second one")
+    assert len(queries) <= MAX_QUERIES, "\n".join(queries)
+    assert Message.objects.count() == 4
+
+
+def test_turns_past_window_steps_queue_the_summary_exactly_when_due_within_the_limit(
+    user, plain_turns, settings, monkeypatch
+):
+    """The summary decision comes from the turn's own window: it agrees with summary_is_due, which
+    builds the window again, turn after turn across window steps — and costs no query."""
+    import agent.turn
+    from agent.tasks import summary_update
+    from conversations.models import Session
+    from memory.summaries import summary_is_due
+
+    settings.BUDDY_WINDOW_ROWS = 6
+    queued: list[int] = []
+    monkeypatch.setattr(agent.turn, "async_task", lambda name, session_id, **options: queued.append(session_id))
+    decisions, start = [], 0
+    for n in range(12):
+        queued.clear()
+        queries = queries_of_a_turn(user, f"turn {n}")
+        session = Session.objects.get()
+        stepped, start = session.window_start_id != start, session.window_start_id
+        # The first turn creates the chat; a step stores the window's new start (3 queries more, once
+        # every many turns at the real window sizes).
+        if n > 0:
+            assert len(queries) <= MAX_QUERIES + (3 if stepped else 0), "\n".join(queries)
+        decisions.append(bool(queued))
+        assert bool(queued) == summary_is_due(session=session), n
+        if queued:
+            summary_update(session.pk)  # as the worker would
+    assert True in decisions and Summary.objects.exists() and session.window_start_id
+
+
+def test_a_turn_writes_no_relayed_frames_in_the_process_serving_the_sockets(user, plain_turns):
+    queries_of_a_turn(user, "hello")
+    assert not RelayedFrame.objects.exists()
+
+
+@pytest.mark.parametrize(("interval", "deltas"), [(0, 3), (3600, 2)])
+def test_streamed_text_is_sent_in_at_most_one_delta_per_interval(
+    user, plain_turns, settings, monkeypatch, interval, deltas
+):
+    """The first piece goes at once; what streams within BUDDY_DELTA_INTERVAL of it waits for the end of
+    the answer (the fake streams each text in 3 pieces). Together the deltas are the reply."""
+    from realtime import push
+
+    settings.BUDDY_DELTA_INTERVAL = interval
+    sent: list[dict] = []
+    group_send = push._group_send
+    monkeypatch.setattr(push, "_group_send", lambda group, message: (sent.append(message), group_send(group, message)))
+    reply = prompt_submit(user=user, text="tell me something", chat=CHAT)
+    texts = [m["frame"]["text"] for m in sent if m["frame"]["type"] == "assistant_delta"]
+    assert len(texts) == deltas
+    assert "".join(texts) == reply.reply == "Echo: tell me something"
+    assert [m["frame"]["type"] for m in sent][-1] == "assistant_message"

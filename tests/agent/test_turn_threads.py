@@ -1,0 +1,70 @@
+"""Turns run on their own bounded pool (agent/threads.py): a server whose turn threads all wait on a
+slow model still answers /healthz and requests that need the event loop's default executor."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conversations.tokens import api_token_create
+from devtools.servers import daphne
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TURN_THREADS = 2
+# More turns than the turn pool and the loop's default executor (Python's default size) hold together.
+TURNS = TURN_THREADS + min(32, (os.cpu_count() or 1) + 4) + 1
+WAIT = 60  # seconds any one request may take here before the test fails instead of hanging
+
+
+def prompt(url: str, token: str, chat_id: str, answers: list[int]) -> None:
+    request = urllib.request.Request(
+        f"{url}/prompt",
+        data=json.dumps({"text": "slow one", "chat_id": chat_id}).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=WAIT) as response:
+        answers.append(response.status)
+
+
+def test_healthz_and_a_404_answer_while_every_turn_thread_waits_on_the_model(model, user):
+    release = threading.Event()
+    reached_model = threading.Semaphore(0)
+
+    def slow_model(body):
+        reached_model.release()
+        release.wait(WAIT)
+        return None  # the default echo
+
+    model.responder = slow_model
+    token = api_token_create(user=user)
+    answers: list[int] = []
+    with daphne(BUDDY_TURN_THREADS=str(TURN_THREADS)) as url:
+        turns = [
+            threading.Thread(target=prompt, args=(url, token, f"chat-{n}", answers), daemon=True) for n in range(TURNS)
+        ]
+        try:
+            for turn in turns:
+                turn.start()
+            for _ in range(TURN_THREADS):
+                assert reached_model.acquire(timeout=WAIT)
+            # Every turn thread is waiting on the model, and the other turns wait for a turn thread.
+            with urllib.request.urlopen(f"{url}/healthz", timeout=WAIT) as response:
+                assert (response.status, json.load(response)) == (200, {"status": "ok"})
+            # A 4xx answer is logged on the loop's default executor: free, since no turn runs there.
+            with pytest.raises(urllib.error.HTTPError) as missing:
+                urllib.request.urlopen(f"{url}/no-such-page", timeout=WAIT)
+            assert missing.value.code == 404
+            assert len(model.requests) == TURN_THREADS
+            assert all(turn.is_alive() for turn in turns) and not answers
+        finally:
+            release.set()
+            model.responder = None
+            for turn in turns:
+                turn.join(WAIT)
+    assert answers == [200] * TURNS
