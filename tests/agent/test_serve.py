@@ -3,6 +3,7 @@ children stop when it is killed (README: Running; lib/processes.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -65,13 +66,25 @@ def serve_started(tmp_path: Path) -> tuple[subprocess.Popen, dict[int, int]]:
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    wait_until_up(f"http://127.0.0.1:{port}", serve, timeout=180, log_path=Path(log.name))
-    deadline = time.monotonic() + 120
-    while len(children := descendants(serve.pid)) < PROCESSES:
-        if time.monotonic() > deadline:
-            pytest.fail(f"serve started {len(children)} processes:\n{Path(log.name).read_text()[-3000:]}")
-        time.sleep(0.2)
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}", serve, timeout=180, log_path=Path(log.name))
+        deadline = time.monotonic() + 120
+        while len(children := descendants(serve.pid)) < PROCESSES:
+            if time.monotonic() > deadline:
+                pytest.fail(f"serve started {len(children)} processes:\n{Path(log.name).read_text()[-3000:]}")
+            time.sleep(0.2)
+    except BaseException:
+        kill_all(serve)
+        raise
     return serve, children
+
+
+def kill_all(serve: subprocess.Popen) -> None:
+    """SIGKILL serve and every process group of its descendants (a test that failed leaves nothing)."""
+    for group in {serve.pid, *descendants(serve.pid).values()}:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    serve.wait(timeout=30)
 
 
 def left_over(children: dict[int, int]) -> list[int]:
@@ -82,7 +95,11 @@ def left_over(children: dict[int, int]) -> list[int]:
 
 def ctrl_c(serve: subprocess.Popen) -> None:
     os.killpg(serve.pid, signal.SIGINT)  # what the terminal does: the whole foreground group
-    serve.wait(timeout=90)
+    try:
+        serve.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        kill_all(serve)
+        raise
 
 
 @pytest.mark.parametrize("attempt", range(2))
