@@ -74,7 +74,8 @@ class ScheduledRun(models.Model):
     # worker died is handed to the task queue again once its lease has expired (agent.tasks).
     lease_id = models.CharField(max_length=32, blank=True, default="")
     lease_expires_at = models.DateTimeField(null=True, blank=True)
-    queued_at = models.DateTimeField(null=True, blank=True, default=timezone.now)  # last handed to the queue
+    # When it was last handed to the task queue (set by the claim; empty for runs from before leases).
+    queued_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["schedule", "due_at"], name="scheduled_run_once_per_due_time")]

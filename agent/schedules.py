@@ -197,7 +197,7 @@ def schedule_claim_due(*, now: datetime | None = None) -> list[ScheduledRun]:
                 continue
             try:
                 with transaction.atomic():
-                    claimed.append(ScheduledRun.objects.create(schedule_id=pk, due_at=due_at))
+                    claimed.append(ScheduledRun.objects.create(schedule_id=pk, due_at=due_at, queued_at=timezone.now()))
             except IntegrityError:
                 continue
     return claimed

@@ -1,7 +1,6 @@
 """A scheduled run's lease: the worker running it renews it; a run whose worker died is queued again
 once it expires (agent.tasks). `queued_at`: when it was last handed to the task queue."""
 
-import django.utils.timezone
 from django.db import migrations, models
 
 
@@ -25,7 +24,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='scheduledrun',
             name='queued_at',
-            field=models.DateTimeField(blank=True, default=django.utils.timezone.now, null=True),
+            field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddIndex(
             model_name='scheduledrun',

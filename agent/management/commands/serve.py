@@ -3,12 +3,16 @@
 While they run, this process looks for due scheduled prompts every SCHEDULE_CHECK_SECONDS and hands
 each to the worker, so a prompt runs within seconds of its time (the task engine's own schedules
 check once a minute at best; that check stays as a fallback for workers run without `serve`).
+
+Ctrl-C (or SIGTERM) stops everything: each child leads a process group of its own (lib.processes),
+is asked to stop, and whatever of its group is left STOP_GRACE_SECONDS later is killed; the command
+returns once no process of any group is alive. A child also stops when this process dies, even by
+SIGKILL (Linux).
 """
 
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 
@@ -16,8 +20,10 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from agent.tasks import schedules_run_due
+from lib.processes import child_start, groups_stop
 
 SCHEDULE_CHECK_SECONDS = 1.0
+STOP_GRACE_SECONDS = 10.0
 
 
 class Command(BaseCommand):
@@ -34,7 +40,7 @@ class Command(BaseCommand):
         if not no_worker:
             commands.append([sys.executable, "manage.py", "qcluster"])
         self.stdout.write(f"Buddy on http://{host}:{port}/ (admin at /admin/, API docs at /api/docs) — Ctrl-C stops.")
-        processes = [subprocess.Popen(command) for command in commands]
+        processes = [child_start(command) for command in commands]
         stopping = False
 
         def stop(*_):
@@ -51,16 +57,8 @@ class Command(BaseCommand):
                 time.sleep(0.25)
         except KeyboardInterrupt:
             pass
-        for process in processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-        deadline = time.monotonic() + 10
-        for process in processes:
-            try:
-                process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                process.kill()
-        failed = [process.returncode for process in processes if process.returncode not in (0, -2, -15, 130)]
+        groups_stop(processes, grace=STOP_GRACE_SECONDS)
+        failed = [process.returncode for process in processes if process.returncode not in (0, -2, -9, -15, 130)]
         if failed and not stopping:
             sys.exit(1)
 
