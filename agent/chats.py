@@ -8,7 +8,9 @@ triggers, its full-text rows and statistics — then the relayed frames of its g
 with the rest. The chat's model calls stay for cost reporting with their token counts only: no
 session, no prompt id, no error text. Profile notes are the user's, not the chat's: they stay, and a
 link from one to a deleted message is cleared. While the deletion runs it holds the chat's turn lease,
-so no turn starts in a chat half deleted; a chat whose turn is running is refused (TurnRunning).
+so no turn starts in a chat half deleted; a chat whose turn is running is refused (TurnRunning). A
+deletion cut short (a crash) leaves the chat listed with what was not yet deleted, and deleting it
+again finishes the job.
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from django.utils import timezone
 
 from agent.submit import prompt_submit
 from agent.turn import turn_lease_acquire
-from conversations.models import Message, Session
+from conversations.models import Message, ModelCall, Session
 from conversations.refs import ChatRef
-from conversations.services import message_append, session_get_or_create, session_rename
+from conversations.services import message_append, model_call_record, session_get_or_create, session_rename
 from memory.notes.services import note_put
 from tests.web.test_consumer import frames_until_probe, login_cookie, opened
 
@@ -198,3 +198,19 @@ async def test_a_new_message_and_a_rename_tell_every_tab_of_the_user(user, other
         renamed = {"type": "chats_changed", "change": "renamed", "agent": "buddy", "chat_id": "side"}
         assert await _received(tab, 1) == [renamed]
         assert await frames_until_probe(stranger) == []
+
+
+def test_the_admin_finds_nothing_of_a_deleted_chat_and_still_lists_its_calls(api, user, staff_user, client):
+    session = _chat(user, "trip", "zebraquokka plans")
+    model_call_record(session=session, kind="chat", model="claude-x", reply=None, started=0, error="zebraquokka")
+    assert api.delete("/chats?chat_id=trip").status_code == 204
+    client.force_login(staff_user)
+    for page in ("session", "message"):
+        response = client.get(f"/admin/conversations/{page}/?q=zebraquokka")
+        assert response.status_code == 200 and b"zebraquokka plans" not in response.content
+        assert response.context["cl"].result_count == 0, page
+    calls = client.get("/admin/conversations/modelcall/")
+    assert calls.status_code == 200 and b"claude-x" in calls.content and b"zebraquokka" not in calls.content
+    call = ModelCall.objects.get(model="claude-x")
+    assert call.user_id == user.pk and call.session_id is None
+    assert client.get(f"/admin/conversations/modelcall/{call.pk}/change/").status_code == 200

@@ -113,3 +113,30 @@ def test_the_admin_session_page_has_no_serious_violation(browser, live_server_ur
     page.locator(".buddy-transcript").first.wait_for()
     assert violations(page) == []
     page.context.close()
+
+
+@pytest.mark.parametrize("width", [1440, 390])
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_chat_list_its_rename_box_and_its_delete_dialog_have_no_serious_violation(
+    browser, live_server_url, user, width, theme
+):
+    from web.services import preferences_set
+
+    reading_chat(user)
+    preferences_set(user=user, theme=theme)
+    page = audited_page(browser, width=width)
+    log_in(page, live_server_url, "alice", "wonderland-pass-1")
+    chats = page.get_by_role("navigation", name="Chats")
+    if width == 390:
+        page.get_by_role("button", name="Chats").click()
+    chats.locator(".chat-link").first.wait_for()
+    assert violations(page) == []
+    chats.locator(".chat-rename-button").first.click()
+    chats.get_by_label("Chat name").wait_for()
+    assert violations(page) == []
+    chats.get_by_label("Chat name").press("Escape")
+    chats.locator(".chat-delete-button").first.click()
+    page.get_by_role("dialog", name="Delete this chat?").wait_for()
+    assert violations(page) == []
+    assert page.js_errors == []
+    page.context.close()

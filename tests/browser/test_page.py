@@ -297,19 +297,14 @@ def test_answering_a_confirmation_with_the_keyboard_keeps_focus_on_it(logged_in_
 # --- 8 and 11: chat names, no 404 for a chat that does not exist yet -------------------------------
 
 
-def picker_label_fits(page) -> bool:
-    """The selected option's label is as wide as the picker shows, or narrower."""
-    return page.evaluate(
-        """() => {
-          const select = document.getElementById('chat');
-          const style = getComputedStyle(select);
-          const context = document.createElement('canvas').getContext('2d');
-          context.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
-          const text = context.measureText(select.selectedOptions[0].textContent).width;
-          const room = select.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
-          return text <= room + 1;
-        }"""
-    )
+def no_sideways_scroll(page) -> bool:
+    """Long chat names never widen the page: the list and the header cut them with an ellipsis."""
+    return page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def shown_chat(page) -> str:
+    """The name the conversation's header gives the chat shown."""
+    return page.locator("#chat-current").inner_text()
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -319,30 +314,38 @@ def test_new_chats_are_named_by_their_first_prompt_and_renamed_and_labels_fit(lo
     not_found = []
     page.on("response", lambda response: not_found.append(response.url) if response.status == 404 else None)
     send_and_wait(page, "Hello in the main chat")
-    page.wait_for_function("() => document.getElementById('chat').selectedOptions[0].textContent !== 'Main chat'")
-    assert picker_label_fits(page)
-
-    page.get_by_role("button", name="New chat").click()
+    page.wait_for_function("() => document.getElementById('chat-current').textContent === 'Hello in the main chat'")
+    chats = page.get_by_role("navigation", name="Chats")
+    if width == 390:
+        page.get_by_role("button", name="Chats").click()
+    chats.get_by_role("button", name="New chat").click()
     page.get_by_text("Start a conversation with Buddy").wait_for()
-    assert page.get_by_label("Chat", exact=True).locator("option:checked").inner_text() == "New chat"
-    assert page.get_by_role("button", name="Rename this conversation").is_disabled()  # nothing to name yet
-    send_and_wait(page, "Plan a three-day trip to Lisbon in May, with museums")
-    page.wait_for_function("() => document.getElementById('chat').selectedOptions[0].textContent.startsWith('Plan a')")
-    label = page.get_by_label("Chat", exact=True).locator("option:checked").inner_text()
-    assert label.startswith("Plan a three-day") and label.endswith("…")
-    assert picker_label_fits(page)
+    assert shown_chat(page) == "New chat"
+    if width == 390:
+        page.get_by_role("button", name="Chats").click()
+    current = chats.locator(".chat-item.is-current")
+    assert current.locator(".chat-item-title").inner_text() == "New chat"
+    assert current.locator(".chat-rename-button").count() == 0  # nothing to name yet
+    if width == 390:
+        page.get_by_role("button", name="Close the chat list").click()
+    send_and_wait(page, "Plan a three-day trip to Lisbon in May, with museums and a day at the sea in Cascais")
+    page.wait_for_function("() => document.getElementById('chat-current').textContent.startsWith('Plan a')")
+    assert shown_chat(page).startswith("Plan a three-day") and shown_chat(page).endswith("…")  # 60 characters
+    assert no_sideways_scroll(page)
 
-    page.get_by_role("button", name="Rename this conversation").click()
-    name = page.get_by_label("Conversation name")
-    assert name.input_value() == "Plan a three-day trip to Lisbon in May, with museums"
+    if width == 390:
+        page.get_by_role("button", name="Chats").click()
+    chats.get_by_role("button", name=re.compile("^Rename “Plan a three-day")).click()
+    name = chats.get_by_label("Chat name")
+    assert name.input_value().startswith("Plan a three-day trip to Lisbon in May")
     name.fill("Lisbon in May")
-    page.get_by_role("button", name="Save").click()
-    page.wait_for_function("() => document.getElementById('chat').selectedOptions[0].textContent === 'Lisbon in May'")
-    assert page.get_by_role("button", name="Rename this conversation").evaluate("n => n === document.activeElement")
+    chats.get_by_role("button", name="Save").click()
+    page.wait_for_function("() => document.getElementById('chat-current').textContent === 'Lisbon in May'")
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Rename “Lisbon in May”"
 
     page.reload()
-    page.wait_for_function("() => document.getElementById('chat').selectedOptions[0].textContent === 'Lisbon in May'")
-    assert picker_label_fits(page)
+    page.wait_for_function("() => document.getElementById('chat-current').textContent === 'Lisbon in May'")
+    assert no_sideways_scroll(page)
     assert not_found == []  # neither the new chat nor the first one asked for a history that is not there
 
 

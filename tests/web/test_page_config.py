@@ -29,6 +29,7 @@ PAGE_JS = Path(__file__).resolve().parents[2] / "static" / "buddy"
 API_OPERATIONS = {
     "agents": "agents",
     "chats": "chats",
+    "chatExport": "chat_export",
     "history": "history",
     "prompt": "prompt",
     "notes": "notes_list",
