@@ -329,7 +329,10 @@ def test_a_notes_history_loads_older_versions_a_page_at_a_time(logged_in_page, u
     versions = card.get_by_role("list", name="Versions of /memories/plans.md")
     versions.wait_for()
     assert versions.get_by_role("listitem").count() == 20
-    card.get_by_role("button", name="Show older versions of /memories/plans.md").click()
+    card.get_by_role("button", name="Show older versions of /memories/plans.md").press("Enter")
     versions.get_by_text("plan 0", exact=True).wait_for()
     assert versions.get_by_role("listitem").count() == 25
+    # The button that was pressed is gone: the keyboard is on the first older version, not the page's body.
+    focused = "() => document.activeElement.closest('li')?.querySelector('.note-version-text')?.textContent"
+    assert page.evaluate(focused) == "plan 4"
     assert card.get_by_role("button", name="Show older versions of /memories/plans.md").count() == 0

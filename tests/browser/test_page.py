@@ -254,6 +254,17 @@ def test_at_390_px_a_canvas_change_out_of_sight_is_pointed_to(logged_in_page):
     pointer.wait_for()
     article = canvas(page).get_by_role("article", name="Groceries")
     assert article.bounding_box()["y"] > 844  # below the fold, under the chat
+    # In sight, and covering neither the message box nor Send: the person can still write and send.
+    box = pointer.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 844
+    for covered in (page.get_by_label("Message"), page.get_by_role("button", name="Send")):
+        other = covered.bounding_box()
+        assert (
+            box["y"] + box["height"] <= other["y"]
+            or other["y"] + other["height"] <= box["y"]
+            or box["x"] + box["width"] <= other["x"]
+            or other["x"] + other["width"] <= box["x"]
+        ), covered
     pointer.click()
     page.wait_for_function(
         "() => { const r = document.querySelector('[data-id=groceries]').getBoundingClientRect();"
