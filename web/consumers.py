@@ -82,7 +82,7 @@ CLOSE_UNKNOWN_AGENT = 4404
 # After answering a refused frame, a socket's next frame waits this long: a client that floods a
 # socket with frames to refuse has them answered at a bounded pace, and (buddy/server.py) stops being
 # read meanwhile, so its flood costs the other sockets little (docs/security.md, "Floods").
-REFUSAL_PAUSE_SECONDS = 0.01
+REFUSAL_PAUSE_SECONDS = 0.05
 
 
 def _in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:

@@ -16,7 +16,7 @@ from tests.web.test_consumer_turns import frames_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-FLOOD = 150
+FLOOD = 100
 
 
 @contextmanager
