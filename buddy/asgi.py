@@ -13,17 +13,27 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from buddy.origins import SameOriginValidator  # noqa: E402
+from buddy.views import healthz_asgi  # noqa: E402
 from memory import semantic  # noqa: E402
 from realtime.push import sockets_served_here  # noqa: E402
 from web.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+protocols = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         # The Origin must match scheme, host and port, not the host name only (buddy/origins.py).
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+
+async def application(scope, receive, send):
+    """`/healthz` straight from the event loop (buddy.views.healthz_asgi); everything else as routed."""
+    if scope["type"] == "http" and scope["path"] == "/healthz":
+        await healthz_asgi(scope, receive, send)
+        return
+    await protocols(scope, receive, send)
+
 
 sockets_served_here()  # this process's frames reach its own sockets (realtime/push.py)
 
