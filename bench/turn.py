@@ -391,18 +391,25 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
         results["replay_frames"] = replay_frames
         model_with_delay(fake, args.model_ms / 1000)
         sweep = []
+
+        def step(server: Server, count: int, mode: str) -> None:
+            processes.sample_cpu()
+            before = sum(processes.cpu_by_name().values())
+            row = asyncio.run(load(server, crowd[:count], probe_user, replay_frames, mode, args.seconds))
+            processes.sample_cpu()
+            turns = row["turns_per_s"] * args.seconds
+            # Server CPU per turn, warm-up included in the CPU (an upper bound).
+            row["server_cpu_ms_per_turn"] = round(1000 * (sum(processes.cpu_by_name().values()) - before) / turns, 1)
+            print(json.dumps(row), file=sys.stderr)
+            sweep.append(row)
+
         for mode in ("http", "ws"):
             for count in USER_COUNTS:
-                row = asyncio.run(load(one, crowd[:count], probe_user, replay_frames, mode, args.seconds))
-                print(json.dumps(row), file=sys.stderr)
-                sweep.append(row)
+                step(one, count, mode)
         if backend == "postgres":
             processes.start_daphne(f"{backend}-1", ports[1])
-            two = Server(ports)
             for mode in ("http", "ws"):
-                row = asyncio.run(load(two, crowd[: max(USER_COUNTS)], probe_user, replay_frames, mode, args.seconds))
-                print(json.dumps(row), file=sys.stderr)
-                sweep.append(row)
+                step(Server(ports), max(USER_COUNTS), mode)
         results["sweep"] = sweep
     finally:
         processes.stop_all()
@@ -435,15 +442,16 @@ def report(all_results: list[dict[str, Any]], command: str) -> str:
     lines += [
         "",
         "| backend | processes | transport | users | turns/s | another user's connect + replay p50 / p95 "
-        "| /healthz p50 / p95 | errors |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| /healthz p50 / p95 | server CPU per turn | errors |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in all_results:
         for row in result["sweep"]:
             lines.append(
                 f"| {result['backend']} | {row['processes']} | {row['mode']} | {row['users']} "
                 f"| **{row['turns_per_s']}** | {row['replay_ms'].get('p50')} / {row['replay_ms'].get('p95')} ms "
-                f"| {row['healthz_ms'].get('p50')} / {row['healthz_ms'].get('p95')} ms | {row['error_count']} |"
+                f"| {row['healthz_ms'].get('p50')} / {row['healthz_ms'].get('p95')} ms "
+                f"| {row.get('server_cpu_ms_per_turn')} ms | {row['error_count']} |"
             )
     return "\n".join(lines)
 
