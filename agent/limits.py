@@ -3,12 +3,17 @@
 A limit is `limit` events per `period` seconds per key. The windows are fixed (aligned on the epoch),
 so a client may spend one window's allowance at its end and the next one's at the start of the next;
 the answer to a refused event says when its window ends (HTTP `Retry-After`).
+
+In front of the shared counter, a socket keeps a PromptBucket of its own: a flood of prompts on one
+socket is refused in memory, without a database write per frame (docs/security.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
@@ -73,6 +78,30 @@ def prompt_rate_check(*, user_id: int) -> None:
     if count > limit:
         _, left = _window(60, timezone.now())
         raise RateLimited(f"Too many prompts: at most {limit} a minute.", left)
+
+
+class PromptBucket:
+    """A token bucket of BUDDY_PROMPTS_PER_MINUTE prompts, refilled evenly over a minute, kept by one
+    socket in its process. It never allows more than the shared counter (prompt_rate_check, still asked
+    for every prompt it lets through) would over a minute; it only answers a burst without the database."""
+
+    def __init__(self, *, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self.clock = clock
+        self.tokens = float(per_minute)
+        self.updated = clock()
+
+    def take(self) -> None:
+        """Spend one prompt, or raise RateLimited (saying when the next one is allowed) when none is left."""
+        if self.per_minute <= 0:
+            return
+        now = self.clock()
+        rate = self.per_minute / 60
+        self.tokens = min(float(self.per_minute), self.tokens + (now - self.updated) * rate)
+        self.updated = now
+        if self.tokens < 1:
+            raise RateLimited(f"Too many prompts: at most {self.per_minute} a minute.", (1 - self.tokens) / rate)
+        self.tokens -= 1
 
 
 def _login_keys(*, username: str, address: str) -> list[tuple[str, int]]:

@@ -70,9 +70,15 @@ class ScheduledRun(models.Model):
     prompt = models.ForeignKey(Message, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     detail = models.TextField(blank=True)
     created_at = models.DateTimeField(default=timezone.now)
+    # The worker running it holds this lease (conversations.leases), renewed by a heartbeat: a run whose
+    # worker died is handed to the task queue again once its lease has expired (agent.tasks).
+    lease_id = models.CharField(max_length=32, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True, default=timezone.now)  # last handed to the queue
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["schedule", "due_at"], name="scheduled_run_once_per_due_time")]
+        indexes = [models.Index(fields=["status"], name="scheduled_run_status")]
 
     def __str__(self) -> str:
         return f"{self.schedule_id} @ {self.due_at:%Y-%m-%d %H:%M}"

@@ -87,6 +87,28 @@ SCHEDULE_TOOL: dict[str, Any] = tool_definition(
 )
 
 
+def schedule_text_check(text: Any) -> None:
+    """ScheduleError unless `text` may be a scheduled prompt: not empty, valid text, at most
+    BUDDY_SCHEDULE_TEXT_CHARS characters."""
+    if not isinstance(text, str) or not text.strip():
+        raise ScheduleError("The text of a scheduled prompt must not be empty.")
+    if text_problem(text):
+        raise ScheduleError(f"The text of a scheduled prompt {text_problem(text)}.")
+    if len(text) > settings.BUDDY_SCHEDULE_TEXT_CHARS:
+        limit = settings.BUDDY_SCHEDULE_TEXT_CHARS
+        raise ScheduleError(f"The text of a scheduled prompt is at most {limit} characters.")
+
+
+def schedule_room_check(*, user: AbstractBaseUser, exclude_pk: int | None = None) -> None:
+    """ScheduleError when `user` already has BUDDY_SCHEDULES_PER_USER active schedules (`exclude_pk`:
+    the schedule being edited, which does not count against itself)."""
+    active = ScheduledPrompt.objects.filter(user=user, enabled=True).exclude(pk=exclude_pk).count()
+    if active >= settings.BUDDY_SCHEDULES_PER_USER:
+        raise ScheduleError(
+            f"There are already {active} active schedules, the most one user may have; remove one in the admin first."
+        )
+
+
 def schedule_create(
     *,
     user: AbstractBaseUser,
@@ -97,13 +119,7 @@ def schedule_create(
 ) -> ScheduledPrompt:
     """Validate and store a schedule in `chat`; ScheduleError says what is wrong. Preconditions: none —
     any input (from the model, the command, the admin) is checked here, the chat by ChatRef."""
-    if not isinstance(text, str) or not text.strip():
-        raise ScheduleError("The text of a scheduled prompt must not be empty.")
-    if text_problem(text):
-        raise ScheduleError(f"The text of a scheduled prompt {text_problem(text)}.")
-    if len(text) > settings.BUDDY_SCHEDULE_TEXT_CHARS:
-        limit = settings.BUDDY_SCHEDULE_TEXT_CHARS
-        raise ScheduleError(f"The text of a scheduled prompt is at most {limit} characters.")
+    schedule_text_check(text)
     if at is None and every_seconds is None:
         raise ScheduleError("Give a time (`at`), an interval (`every_seconds`), or both.")
     if every_seconds is not None and (
@@ -118,11 +134,7 @@ def schedule_create(
     now = timezone.now()
     if at is not None and not now - MAX_BEHIND <= at <= now + MAX_AHEAD:
         raise ScheduleError("`at` must be within the next ten years (and not more than a day ago).")
-    active = ScheduledPrompt.objects.filter(user=user, enabled=True).count()
-    if active >= settings.BUDDY_SCHEDULES_PER_USER:
-        raise ScheduleError(
-            f"There are already {active} active schedules, the most one user may have; remove one in the admin first."
-        )
+    schedule_room_check(user=user)
     agent = agent_get(slug=chat.agent)
     if agent is None:
         raise ScheduleError(f"No agent {chat.agent!r}.")

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 from django_q.models import Schedule
 from django_q.tasks import async_task
@@ -17,6 +19,7 @@ from agent.schedules import schedule_claim_due
 from agent.submit import prompt_session
 from agent.turn import TurnRunning, turn_run
 from conversations.errors import DomainError
+from conversations.leases import LeaseHeartbeat, lease_release, lease_renew, lease_take
 from conversations.models import ModelCall, Session
 from conversations.refs import ChatRef
 from conversations.services import model_call_record
@@ -25,6 +28,8 @@ from memory import summaries
 logger = logging.getLogger(__name__)
 
 BUSY_RETRIES = 30  # a scheduled prompt's chat is mid-turn: wait for it, up to this many seconds
+# A pending run that no worker has taken this long after it was queued is queued again.
+REQUEUE_AFTER = timedelta(seconds=30)
 
 IDEMPOTENCY_KEY_TTL = timedelta(days=1)
 
@@ -54,11 +59,33 @@ def schedules_ensure() -> None:
     )
 
 
+def _run_lease_ttl() -> timedelta:
+    return timedelta(seconds=settings.BUDDY_TURN_LEASE_SECONDS)
+
+
 def scheduled_run_execute(*, run_id: int) -> str:
-    """Run one claimed due time as its user. Idempotent: a redelivered task never archives twice."""
-    run = ScheduledRun.objects.select_related("schedule__user", "schedule__agent").get(pk=run_id)
-    if run.status != ScheduledRun.Status.PENDING:
-        return run.status
+    """Run one claimed due time as its user, holding the run's lease (renewed by a heartbeat) while it
+    runs. Idempotent: a run that is done, or whose lease another worker holds, is left alone, and a
+    run whose worker died mid-turn finishes that turn, never archiving its prompt twice."""
+    lease_id = uuid.uuid4().hex
+    pending = ScheduledRun.objects.filter(pk=run_id, status=ScheduledRun.Status.PENDING)
+    if not lease_take(pending, field="lease_expires_at", ttl=_run_lease_ttl(), lease_id=lease_id):
+        status = ScheduledRun.objects.filter(pk=run_id).values_list("status", flat=True).first()
+        return "running elsewhere" if status == ScheduledRun.Status.PENDING else str(status)
+    held = ScheduledRun.objects.filter(pk=run_id, lease_id=lease_id)
+    heartbeat = LeaseHeartbeat(
+        lambda: lease_renew(held, field="lease_expires_at", ttl=_run_lease_ttl()),
+        every=max(0.5, settings.BUDDY_TURN_LEASE_SECONDS / 4),
+        name=f"scheduled-run-{run_id}",
+    ).start()
+    try:
+        return _scheduled_run(ScheduledRun.objects.select_related("schedule__user", "schedule__agent").get(pk=run_id))
+    finally:
+        heartbeat.stop()
+        lease_release(held, field="lease_expires_at", lease_id="")
+
+
+def _scheduled_run(run: ScheduledRun) -> str:
     schedule = run.schedule
     if not schedule.user.is_active:  # deactivated since the claim
         ScheduledRun.objects.filter(pk=run.pk).update(status=ScheduledRun.Status.FAILED, detail="user inactive")
@@ -90,11 +117,34 @@ def scheduled_run_execute(*, run_id: int) -> str:
 
 
 def schedules_run_due() -> int:
-    """The periodic task: claim what is due and run each claimed time on the task engine."""
+    """The periodic task: claim what is due and run each claimed time on the task engine, and queue
+    again the runs whose worker died (scheduled_runs_orphaned)."""
     runs = schedule_claim_due()
     for run in runs:
         async_task("agent.tasks.scheduled_run_execute", run_id=run.pk, group="scheduled-prompts")
+    for run_id in scheduled_runs_orphaned():
+        async_task("agent.tasks.scheduled_run_execute", run_id=run_id, group="scheduled-prompts")
     return len(runs)
+
+
+def scheduled_runs_orphaned() -> list[int]:
+    """Pending runs no worker holds: their lease expired (the worker died), or none took them within
+    REQUEUE_AFTER of being queued (the task was lost). Each is marked as queued again with a
+    conditional UPDATE, so of every process looking only one queues it."""
+    now = timezone.now()
+    stale = ScheduledRun.objects.filter(status=ScheduledRun.Status.PENDING).filter(
+        Q(lease_expires_at__lt=now)
+        | Q(lease_expires_at__isnull=True) & (Q(queued_at__isnull=True) | Q(queued_at__lt=now - REQUEUE_AFTER))
+    )
+    orphaned = []
+    for run_id, expires_at, queued_at in stale.values_list("pk", "lease_expires_at", "queued_at")[:100]:
+        claimed = ScheduledRun.objects.filter(pk=run_id, lease_expires_at=expires_at, queued_at=queued_at).update(
+            lease_expires_at=None, lease_id="", queued_at=now
+        )
+        if claimed:
+            logger.warning("scheduled run %s: its worker is gone; queued again", run_id)
+            orphaned.append(run_id)
+    return orphaned
 
 
 def summary_update(session_id: int, attempt: int = 1) -> str:

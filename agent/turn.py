@@ -1,8 +1,10 @@
 """One turn: archive the prompt, call the model, run its tools, archive every step, push frames.
 
 A turn holds its session's lease (a row update with an expiry, never a transaction held across a
-model call), so turns of one session never interleave, across processes, and a crashed process
-cannot block a session for longer than BUDDY_TURN_LEASE_SECONDS. Every step is archived as it
+model call), so turns of one session never interleave, across processes; a heartbeat renews it while
+the turn runs, so a crashed process cannot block a session for longer than BUDDY_TURN_LEASE_SECONDS.
+The process also remembers which chats have a turn running here, so a socket refuses a prompt to one
+of them without asking the database (turn_running_here). Every step is archived as it
 happens; if the process dies anywhere, the window builder repairs what is missing in the window.
 """
 
@@ -12,6 +14,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,7 +29,7 @@ from agent.prompt import model_for, request_build
 from agent.tools import tool_round_run
 from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
 from conversations.errors import DomainError, InvalidInput
-from conversations.leases import lease_release, lease_renew, lease_take
+from conversations.leases import LeaseHeartbeat, lease_release, lease_renew, lease_take
 from conversations.models import Message, ModelCall, Session
 from conversations.provenance import turn_sources
 from conversations.services import message_append, model_call_record, session_title_from_prompt
@@ -130,8 +133,50 @@ def turn_lease_renew(*, session: Session, lease_id: str) -> bool:
 
 
 def turn_lease_release(*, session: Session, lease_id: str) -> None:
+    _turn_here_end(lease_id)
     rows = Session.objects.filter(pk=session.pk, turn_lease_id=lease_id)
     lease_release(rows, field=LEASE_FIELD, turn_lease_id="", turn_cancel_requested=False)
+
+
+# The turns running in this process, by chat, each with its lease's heartbeat. Written only by the
+# turn that holds the lease, between taking it (turn_lease_hold) and releasing it.
+_turns_here: Counter[tuple[int, int, str]] = Counter()
+_heartbeats: dict[str, tuple[tuple[int, int, str], LeaseHeartbeat]] = {}
+_turns_here_lock = threading.Lock()
+
+
+def turn_lease_hold(*, session: Session, lease_id: str) -> None:
+    """Keep the lease just taken (and committed) until turn_lease_release: a heartbeat renews it every
+    quarter of its lifetime, and the chat counts as running in this process."""
+    chat = (session.user_id, session.agent_id, session.chat_id)
+    heartbeat = LeaseHeartbeat(
+        lambda: turn_lease_renew(session=session, lease_id=lease_id),
+        every=max(0.5, settings.BUDDY_TURN_LEASE_SECONDS / 4),
+        name=f"turn-lease-{session.pk}",
+    )
+    with _turns_here_lock:
+        _turns_here[chat] += 1
+        _heartbeats[lease_id] = (chat, heartbeat)
+    heartbeat.start()
+
+
+def _turn_here_end(lease_id: str) -> None:
+    with _turns_here_lock:
+        held = _heartbeats.pop(lease_id, None)
+        if held is None:
+            return
+        chat, heartbeat = held
+        _turns_here[chat] -= 1
+        if _turns_here[chat] <= 0:
+            del _turns_here[chat]
+    heartbeat.stop()
+
+
+def turn_running_here(*, user_id: int, agent_id: int, chat_id: str) -> bool:
+    """Whether a turn of this chat holds its lease in this process: a prompt to it would be refused
+    (TurnRunning), so a socket can say so without a trip to the database. False says nothing about
+    other processes."""
+    return (user_id, agent_id, chat_id) in _turns_here
 
 
 def turn_cancel(*, session: Session) -> bool:
@@ -200,6 +245,7 @@ def turn_run(
             push_frame_on_commit(session, UserMessageFrame(text=text, message_id=prompt.id, kind=kind))
             if on_prompt is not None:
                 on_prompt(prompt)
+    turn_lease_hold(session=session, lease_id=lease_id)
     try:
         result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id, fresh=text is not None)
     except ModelFailed as failure:

@@ -10,6 +10,10 @@ docs/security.md):
   kept only up to one byte past the application's frame limit (the rest is read and dropped, so
   reading stays bounded too), and invalid UTF-8 arrives as surrogate escapes, which the consumer
   refuses as not valid Unicode.
+- Pacing. daphne reads whatever a client sends into the application's queue, unbounded. Here a
+  socket stops being read while MAX_QUEUED_MESSAGES of its messages wait for the application, and is
+  read again once half of them are handled: a flood waits in the client's own TCP buffers, and the
+  consumer (which answers refusals at a bounded pace, web/consumers.py) sets how fast it is read.
 - Writing. Twisted buffers whatever is written to a client that does not read. Once more than the
   transport's own buffer (64 KiB) is waiting, what is sent on top is counted; past
   BUDDY_WS_SEND_BUFFER_BYTES the connection is dropped (the client reconnects and gets a replay).
@@ -30,6 +34,8 @@ from realtime.limits import MAX_FRAME_BYTES
 
 logger = logging.getLogger(__name__)
 
+MAX_QUEUED_MESSAGES = 64
+
 
 def _settings() -> Any:
     # Read when a socket needs them: daphne imports the application, and so sets Django up, after
@@ -37,6 +43,13 @@ def _settings() -> Any:
     from django.conf import settings
 
     return settings
+
+
+def _reactor() -> Any:
+    # The reactor daphne installs (asyncio's) when daphne.server is imported: imported after it.
+    from twisted.internet import reactor
+
+    return reactor
 
 
 @implementer(IPushProducer)
@@ -53,7 +66,7 @@ class _WriteBacklog:
     def resumeProducing(self) -> None:  # noqa: N802
         self.protocol.write_backlogged = False
         self.protocol.bytes_over_buffer = 0
-        self.protocol.transport.resumeProducing()
+        self.protocol.reading_resume()
 
     def stopProducing(self) -> None:  # noqa: N802
         pass
@@ -64,6 +77,19 @@ class BoundedWebSocketProtocol(WebSocketProtocol):
     bytes_over_buffer = 0
     dropped = False
     message_bytes = 0
+    queue_full = False
+
+    def reading_resume(self) -> None:
+        """Read the client again, unless its writes or the application's queue still hold it back."""
+        if not self.write_backlogged and not self.queue_full:
+            self.transport.resumeProducing()
+
+    def _queue_check(self) -> None:
+        if self.application_queue.qsize() > MAX_QUEUED_MESSAGES // 2:
+            _reactor().callLater(0.01, self._queue_check)
+            return
+        self.queue_full = False
+        self.reading_resume()
 
     def onOpen(self) -> None:  # noqa: N802
         super().onOpen()
@@ -90,6 +116,10 @@ class BoundedWebSocketProtocol(WebSocketProtocol):
         self.last_ping = time.time()
         text = payload.decode("utf-8", "surrogateescape")
         self.application_queue.put_nowait({"type": "websocket.receive", "text": text})
+        if not self.queue_full and self.application_queue.qsize() >= MAX_QUEUED_MESSAGES:
+            self.queue_full = True
+            self.transport.pauseProducing()
+            _reactor().callLater(0.01, self._queue_check)
 
     # --- writing --------------------------------------------------------------------------------
 

@@ -304,8 +304,9 @@ BUDDY_EMBEDDING_MODEL = os.environ.get("BUDDY_EMBEDDING_MODEL", "").strip()
 # The SDK's own retries and timeout (seconds) before a call counts as failed (HTTP 502).
 BUDDY_LLM_RETRIES = env_int("BUDDY_LLM_RETRIES", 2)
 BUDDY_LLM_TIMEOUT = env_float("BUDDY_LLM_TIMEOUT", 120.0)
-# How long a turn may hold its session's lease without renewing it before another process may take it.
-BUDDY_TURN_LEASE_SECONDS = env_int("BUDDY_TURN_LEASE_SECONDS", 120)
+# How long a turn's lease lasts unless renewed: a heartbeat renews it every quarter of this while the
+# turn runs, so a chat whose server died answers again after at most this long (README: Settings).
+BUDDY_TURN_LEASE_SECONDS = max(2, env_int("BUDDY_TURN_LEASE_SECONDS", 10))
 
 # --- WebSocket, turns and the page: limits (README: Settings; docs/security.md) ----------------
 # Deepest nesting of arrays and objects in a client's frame.

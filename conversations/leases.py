@@ -5,16 +5,25 @@ A lease is an expiry time in a column of one row: free when the column is empty 
 it is one conditional UPDATE, atomic on every database; a holder that dies leaves a lease that
 expires; renewing it proves the holder is alive. A lease kept in a table of its own is a row that
 exists while the lease is held (`lease_row_take`; deleting the row releases it).
+
+A holder whose work may wait long on something else (a model call) keeps its lease with a
+LeaseHeartbeat: a thread that renews it every few seconds, so the lease can be short and a dead
+holder's work is taken over within seconds (README: Settings, BUDDY_TURN_LEASE_SECONDS).
 """
 
 from __future__ import annotations
 
+import logging
+import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
+
+logger = logging.getLogger(__name__)
 
 
 def lease_take(rows: QuerySet, *, field: str, ttl: timedelta, **also: Any) -> bool:
@@ -47,3 +56,33 @@ def lease_row_take(model: type[Model], *, ttl: timedelta, **key: Any) -> bool:
     except IntegrityError:  # held, or taken by another process since the UPDATE above
         return False
     return True
+
+
+class LeaseHeartbeat:
+    """Calls `renew` every `every` seconds on a thread of its own until stopped or `renew` answers
+    False (the lease is no longer the holder's: whoever holds it decides what that means). The thread
+    has its own database connection and closes it when it ends; stopping never waits for it."""
+
+    def __init__(self, renew: Callable[[], bool], *, every: float, name: str = "lease-heartbeat") -> None:
+        self.renew = renew
+        self.every = every
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> LeaseHeartbeat:
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _run(self) -> None:
+        try:
+            while not self.stopped.wait(self.every):
+                try:
+                    if not self.renew():
+                        return
+                except Exception:  # a busy database: the next beat tries again, well within the lease
+                    logger.warning("could not renew a lease", exc_info=True)
+        finally:
+            connection.close()

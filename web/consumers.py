@@ -44,8 +44,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from agent.chat import LoginNoLongerValid, chat_cancel, chat_confirmation_answer, chat_open, chat_prompt, chat_replay
+from agent.limits import PromptBucket
 from agent.threads import on_turn_thread
-from agent.turn import ModelFailed
+from agent.turn import ModelFailed, TurnRunning, prompt_check, turn_running_here
 from canvas.elements import CanvasCommandError
 from conversations.errors import DomainError, InvalidInput
 from conversations.models import Agent
@@ -77,6 +78,11 @@ T = TypeVar("T")
 CLOSE_INVALID_QUERY = 4400
 CLOSE_LOGGED_OUT = 4401
 CLOSE_UNKNOWN_AGENT = 4404
+
+# After answering a refused frame, a socket's next frame waits this long: a client that floods a
+# socket with frames to refuse has them answered at a bounded pace, and (buddy/server.py) stops being
+# read meanwhile, so its flood costs the other sockets little (docs/security.md, "Floods").
+REFUSAL_PAUSE_SECONDS = 0.01
 
 
 def _in_db_thread(function: Callable[..., T]) -> Callable[..., Awaitable[T]]:
@@ -118,6 +124,7 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         self.replay_wanted = False
         self.replays_answered = asyncio.Event()  # no replay is waiting to be sent
         self.replays_answered.set()
+        self.prompt_bucket = PromptBucket(per_minute=settings.BUDDY_PROMPTS_PER_MINUTE)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -215,8 +222,10 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         except (FrameError, DomainError) as error:
             await self.replays_answered.wait()
             await self.send_error(error.code, error.detail)
+            await asyncio.sleep(REFUSAL_PAUSE_SECONDS)
         except CanvasCommandError as error:
             await self.send_error(error.code, str(error))
+            await asyncio.sleep(REFUSAL_PAUSE_SECONDS)
 
     async def on_prompt(self, frame: PromptFrame) -> None:
         await self.start_turn(frame.text)
@@ -281,7 +290,13 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         time, and its own deltas (group messages) must reach it while the turn runs. The turn pushes
         `user_message`, `tool_use`, `tool_result`, `assistant_delta`, `assistant_message` (and a
         `model_failed` error) to every socket of the chat; refusals (turn_running, too_large, …) answer this socket
-        only."""
+        only. A prompt that would be refused as turn_running or rate_limited is refused here first when
+        this process can tell (agent.limits.PromptBucket, agent.turn.turn_running_here): a flood costs
+        no database write per frame."""
+        prompt_check(text)  # what is refused as invalid spends no prompt
+        if turn_running_here(user_id=self.user.pk, agent_id=self.agent.pk, chat_id=self.chat_id):
+            raise TurnRunning()
+        self.prompt_bucket.take()
         task = asyncio.create_task(self._turn(text, kind))
         self.turn_tasks.add(task)
         task.add_done_callback(self.turn_tasks.discard)

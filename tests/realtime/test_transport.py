@@ -132,3 +132,36 @@ def test_a_socket_whose_client_reads_nothing_is_dropped_once_too_much_waits_for_
         protocol.serverSend(frame)
     assert dropped == [True]  # the fourth frame went past 100,000 bytes
     assert len(sent) == 16  # and nothing more was buffered
+
+
+def test_a_socket_is_not_read_while_its_application_has_too_many_of_its_messages(monkeypatch):
+    """A flood waits in the client's TCP buffers, not in the server: past MAX_QUEUED_MESSAGES waiting for
+    the consumer, the transport stops reading; once half of them are handled it reads again (unless
+    the client's own reading holds it back too)."""
+    from twisted.internet.task import Clock
+    from twisted.internet.testing import StringTransport
+
+    from buddy import server
+    from buddy.server import MAX_QUEUED_MESSAGES, BoundedWebSocketProtocol, _WriteBacklog
+
+    clock = Clock()
+    monkeypatch.setattr(server, "_reactor", lambda: clock)
+    protocol = BoundedWebSocketProtocol()
+    protocol.transport = StringTransport()
+    protocol.application_queue = asyncio.Queue()
+    protocol.muted = False
+    for index in range(MAX_QUEUED_MESSAGES - 1):
+        protocol.onMessage(b'{"type": "prompt", "text": "%d"}' % index, False)
+    assert protocol.transport.producerState == "producing"
+    protocol.onMessage(b'{"type": "prompt", "text": "one more"}', False)
+    assert protocol.transport.producerState == "paused"
+    assert protocol.application_queue.qsize() == MAX_QUEUED_MESSAGES  # every message read is kept
+    clock.advance(1)
+    assert protocol.transport.producerState == "paused"  # nothing handled yet
+    for _ in range(MAX_QUEUED_MESSAGES // 2):
+        protocol.application_queue.get_nowait()
+    _WriteBacklog(protocol).pauseProducing()  # meanwhile the client stopped reading its answers
+    clock.advance(0.02)
+    assert protocol.transport.producerState == "paused"
+    _WriteBacklog(protocol).resumeProducing()
+    assert protocol.transport.producerState == "producing"
