@@ -249,21 +249,25 @@ class Probe:
         self.server, self.user, self.replay_frames = server, user, replay_frames
         self.replays: list[float] = []
         self.health: list[float] = []
+        self.failures: list[str] = []
         self.stop = asyncio.Event()
 
     async def run(self, client: Any) -> None:
         turn = 0
         while not self.stop.is_set():
             started = time.monotonic()
-            if turn % 2 == 0:
-                async with socket_connect(self.server.url(turn // 2), self.user.cookie, "probe") as socket:
-                    await drain_replay(socket, self.replay_frames)
-                    self.replays.append(time.monotonic() - started)
-            else:
-                response = await client.get(f"{self.server.url(turn // 2)}/healthz")
-                if response.status_code != 200:
-                    raise RuntimeError(f"/healthz answered {response.status_code}")
-                self.health.append(time.monotonic() - started)
+            try:
+                if turn % 2 == 0:
+                    async with socket_connect(self.server.url(turn // 2), self.user.cookie, "probe") as socket:
+                        await drain_replay(socket, self.replay_frames)
+                        self.replays.append(time.monotonic() - started)
+                else:
+                    response = await client.get(f"{self.server.url(turn // 2)}/healthz")
+                    if response.status_code != 200:
+                        raise RuntimeError(f"/healthz answered {response.status_code}")
+                    self.health.append(time.monotonic() - started)
+            except Exception as error:  # counted and shown with the figures
+                self.failures.append(repr(error)[:200])
             turn += 1
             await asyncio.sleep(PROBE_EVERY / 2)
 
@@ -320,6 +324,7 @@ async def load(server: Server, users: list[Any], probe_user: Any, replay_frames:
         "replay_ms": summary_ms(probe.replays),
         "healthz_ms": summary_ms(probe.health),
         "probes": [len(probe.replays), len(probe.health)],
+        "probe_failures": probe.failures[:5],
         "errors": errors[:5],
         "error_count": len(errors),
     }
