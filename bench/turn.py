@@ -349,7 +349,7 @@ def backend_env(backend: str, fake: Any) -> dict[str, str]:
         "BUDDY_CHANNEL_PREFIX": f"buddy-turn-{uuid.uuid4().hex[:8]}",
     }
     if backend == "postgres":
-        env |= {"DATABASE_URL": database_recreate("buddy_turn"), "REDIS_URL": REDIS_URL, "BUDDY_DB_POOL": "30"}
+        env |= {"DATABASE_URL": database_recreate("buddy_turn"), "REDIS_URL": REDIS_URL, "BUDDY_DB_POOL": "20"}
     else:
         database = OUT_DIR / "turn.sqlite3"
         for suffix in ("", "-wal", "-shm"):
@@ -404,7 +404,8 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
             processes.sample_cpu()
             turns = row["turns_per_s"] * args.seconds
             # Server CPU per turn, warm-up included in the CPU (an upper bound).
-            row["server_cpu_ms_per_turn"] = round(1000 * (sum(processes.cpu_by_name().values()) - before) / turns, 1)
+            cpu = sum(processes.cpu_by_name().values()) - before
+            row["server_cpu_ms_per_turn"] = round(1000 * cpu / turns, 1) if turns else None
             print(json.dumps(row), file=sys.stderr)
             sweep.append(row)
 
