@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -211,6 +211,7 @@ class _Stopper:
                 self._checked = now
                 if not turn_lease_renew(session=self.session, lease_id=self.lease_id):
                     self.stopped = True
+                _connection_lend_back()  # polled while the model streams
         return self.stopped
 
 
@@ -325,6 +326,7 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool)
             session=session, window_messages=window.messages, window_moved=window.moved, summary=summary
         )
         last_call = _LastCall(window=window, summary=summary)
+        _connection_lend_back()
         started = time.monotonic()
         try:
             reply = client.stream(
@@ -384,6 +386,13 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool)
         used_tools=tool_rounds > 0 or not fresh,
         last_call=last_call,
     )
+
+
+def _connection_lend_back() -> None:
+    """With psycopg's pool (BUDDY_DB_POOL), a turn gives its connection back while it waits on the
+    model: a pool smaller than the turn threads serves them all (the next query borrows one again)."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
 
 
 def _archivable(reply: ModelReply) -> list[dict]:

@@ -249,21 +249,25 @@ class Probe:
         self.server, self.user, self.replay_frames = server, user, replay_frames
         self.replays: list[float] = []
         self.health: list[float] = []
+        self.failures: list[str] = []
         self.stop = asyncio.Event()
 
     async def run(self, client: Any) -> None:
         turn = 0
         while not self.stop.is_set():
             started = time.monotonic()
-            if turn % 2 == 0:
-                async with socket_connect(self.server.url(turn // 2), self.user.cookie, "probe") as socket:
-                    await drain_replay(socket, self.replay_frames)
-                    self.replays.append(time.monotonic() - started)
-            else:
-                response = await client.get(f"{self.server.url(turn // 2)}/healthz")
-                if response.status_code != 200:
-                    raise RuntimeError(f"/healthz answered {response.status_code}")
-                self.health.append(time.monotonic() - started)
+            try:
+                if turn % 2 == 0:
+                    async with socket_connect(self.server.url(turn // 2), self.user.cookie, "probe") as socket:
+                        await drain_replay(socket, self.replay_frames)
+                        self.replays.append(time.monotonic() - started)
+                else:
+                    response = await client.get(f"{self.server.url(turn // 2)}/healthz")
+                    if response.status_code != 200:
+                        raise RuntimeError(f"/healthz answered {response.status_code}")
+                    self.health.append(time.monotonic() - started)
+            except Exception as error:  # counted and shown with the figures
+                self.failures.append(repr(error)[:200])
             turn += 1
             await asyncio.sleep(PROBE_EVERY / 2)
 
@@ -320,6 +324,7 @@ async def load(server: Server, users: list[Any], probe_user: Any, replay_frames:
         "replay_ms": summary_ms(probe.replays),
         "healthz_ms": summary_ms(probe.health),
         "probes": [len(probe.replays), len(probe.health)],
+        "probe_failures": probe.failures[:5],
         "errors": errors[:5],
         "error_count": len(errors),
     }
@@ -344,7 +349,7 @@ def backend_env(backend: str, fake: Any) -> dict[str, str]:
         "BUDDY_CHANNEL_PREFIX": f"buddy-turn-{uuid.uuid4().hex[:8]}",
     }
     if backend == "postgres":
-        env |= {"DATABASE_URL": database_recreate("buddy_turn"), "REDIS_URL": REDIS_URL, "BUDDY_DB_POOL": "30"}
+        env |= {"DATABASE_URL": database_recreate("buddy_turn"), "REDIS_URL": REDIS_URL, "BUDDY_DB_POOL": "20"}
     else:
         database = OUT_DIR / "turn.sqlite3"
         for suffix in ("", "-wal", "-shm"):
@@ -391,18 +396,26 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
         results["replay_frames"] = replay_frames
         model_with_delay(fake, args.model_ms / 1000)
         sweep = []
+
+        def step(server: Server, count: int, mode: str) -> None:
+            processes.sample_cpu()
+            before = sum(processes.cpu_by_name().values())
+            row = asyncio.run(load(server, crowd[:count], probe_user, replay_frames, mode, args.seconds))
+            processes.sample_cpu()
+            turns = row["turns_per_s"] * args.seconds
+            # Server CPU per turn, warm-up included in the CPU (an upper bound).
+            cpu = sum(processes.cpu_by_name().values()) - before
+            row["server_cpu_ms_per_turn"] = round(1000 * cpu / turns, 1) if turns else None
+            print(json.dumps(row), file=sys.stderr)
+            sweep.append(row)
+
         for mode in ("http", "ws"):
             for count in USER_COUNTS:
-                row = asyncio.run(load(one, crowd[:count], probe_user, replay_frames, mode, args.seconds))
-                print(json.dumps(row), file=sys.stderr)
-                sweep.append(row)
+                step(one, count, mode)
         if backend == "postgres":
             processes.start_daphne(f"{backend}-1", ports[1])
-            two = Server(ports)
             for mode in ("http", "ws"):
-                row = asyncio.run(load(two, crowd[: max(USER_COUNTS)], probe_user, replay_frames, mode, args.seconds))
-                print(json.dumps(row), file=sys.stderr)
-                sweep.append(row)
+                step(Server(ports), max(USER_COUNTS), mode)
         results["sweep"] = sweep
     finally:
         processes.stop_all()
@@ -435,15 +448,16 @@ def report(all_results: list[dict[str, Any]], command: str) -> str:
     lines += [
         "",
         "| backend | processes | transport | users | turns/s | another user's connect + replay p50 / p95 "
-        "| /healthz p50 / p95 | errors |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |",
+        "| /healthz p50 / p95 | server CPU per turn | errors |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in all_results:
         for row in result["sweep"]:
             lines.append(
                 f"| {result['backend']} | {row['processes']} | {row['mode']} | {row['users']} "
                 f"| **{row['turns_per_s']}** | {row['replay_ms'].get('p50')} / {row['replay_ms'].get('p95')} ms "
-                f"| {row['healthz_ms'].get('p50')} / {row['healthz_ms'].get('p95')} ms | {row['error_count']} |"
+                f"| {row['healthz_ms'].get('p50')} / {row['healthz_ms'].get('p95')} ms "
+                f"| {row.get('server_cpu_ms_per_turn')} ms | {row['error_count']} |"
             )
     return "\n".join(lines)
 

@@ -9,15 +9,18 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "buddy.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up first)
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.core.signals import request_finished  # noqa: E402
+from django.db import connections  # noqa: E402  (needs Django set up first)
 
 from buddy.origins import SameOriginValidator  # noqa: E402
+from buddy.views import healthz_asgi  # noqa: E402
 from memory import semantic  # noqa: E402
 from realtime.push import sockets_served_here  # noqa: E402
 from web.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+protocols = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         # The Origin must match scheme, host and port, not the host name only (buddy/origins.py).
@@ -25,6 +28,25 @@ application = ProtocolTypeRouter(
     }
 )
 
+
+async def application(scope, receive, send):
+    """`/healthz` straight from the event loop (buddy.views.healthz_asgi); everything else as routed."""
+    if scope["type"] == "http" and scope["path"] == "/healthz":
+        await healthz_asgi(scope, receive, send)
+        return
+    await protocols(scope, receive, send)
+
+
+def _request_thread_done(**kwargs) -> None:
+    """Django runs an HTTP request's sync parts on a thread made for that request, gone after it: its
+    connections are closed (given back to the pool) with it, never kept (BUDDY_DB_CONN_MAX_AGE is for
+    the long-lived threads)."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
+
+
+request_finished.connect(_request_thread_done, dispatch_uid="buddy.request_thread_done")
 sockets_served_here()  # this process's frames reach its own sockets (realtime/push.py)
 
 # The model semantic search encodes questions with is built on a background thread at start-up, so

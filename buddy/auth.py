@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db import connection
 from django.http import HttpRequest
 from ninja.security import HttpBearer, SessionAuth
 
@@ -9,6 +10,13 @@ from conversations.tokens import api_token_user
 
 # Why the credentials a request carried were refused, for its 401 (set on the request).
 CREDENTIALS_PROBLEM = "buddy_credentials_problem"
+
+
+def _connection_lend_back() -> None:
+    """With psycopg's pool (BUDDY_DB_POOL), the request's thread gives back the connection its
+    authentication borrowed: the request may now wait seconds for its turn, which needs one too."""
+    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
+        connection.close()
 
 
 class BearerTokenAuth(HttpBearer):
@@ -25,6 +33,7 @@ class BearerTokenAuth(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str):
         user = api_token_user(token=token)
+        _connection_lend_back()
         if user is None:
             setattr(request, CREDENTIALS_PROBLEM, "The bearer token is invalid or has been revoked.")
             return None
@@ -37,7 +46,9 @@ class SessionCookieAuth(SessionAuth):
     no valid credentials is a 401 whatever its method."""
 
     def __call__(self, request: HttpRequest):
-        if not request.user.is_authenticated:
+        authenticated = request.user.is_authenticated
+        _connection_lend_back()
+        if not authenticated:
             return None
         return super().__call__(request)
 

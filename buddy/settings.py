@@ -130,11 +130,12 @@ SQLITE_OPTIONS = {
 #
 # Connections are kept (BUDDY_DB_CONN_MAX_AGE seconds, checked before reuse): turns, socket calls and
 # background jobs run on long-lived threads (agent/threads.py, the loop's executor, the worker), each
-# keeping its connection instead of opening one per request. BUDDY_DB_POOL=N on PostgreSQL uses
-# psycopg's pool of at most N connections instead (docs/deploy.md), which also serves the
-# short-lived threads Django gives each HTTP request's middleware.
+# keeping its connection instead of opening one per request. On PostgreSQL, psycopg's pool of at most
+# BUDDY_DB_POOL connections per process lends them instead (docs/deploy.md): a server process has up
+# to BUDDY_TURN_THREADS threads, more than PostgreSQL has connections to keep.
+_on_postgresql = (os.environ.get("DATABASE_URL") or "").startswith(("postgres:", "postgresql:", "pgsql:"))
 BUDDY_DB_CONN_MAX_AGE = env_int("BUDDY_DB_CONN_MAX_AGE", 600)
-BUDDY_DB_POOL = env_int("BUDDY_DB_POOL", 0)
+BUDDY_DB_POOL = env_int("BUDDY_DB_POOL", 20 if _on_postgresql else 0)
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL") or f"sqlite:///{VAR_DIR / 'buddy.sqlite3'}",

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -36,9 +38,9 @@ async def _channel_layer_answers() -> None:
     await layer.receive(channel)
 
 
-async def healthz(request: HttpRequest) -> JsonResponse:
-    """200 when the database and the channel layer answer, else 503 (for the reverse proxy). Answered
-    on the event loop, its one query on a thread of its own: busy turns never hold it up."""
+async def health() -> tuple[int, dict[str, Any]]:
+    """The status and body of /healthz: 200 when the database and the channel layer answer, else 503.
+    Run on the event loop, its one query on a thread of its own: busy turns never hold it up."""
     problems = []
     database = sync_to_async(_database_answers, thread_sensitive=False, executor=_health_executor)
     for name, check in (("database", database), ("channel layer", _channel_layer_answers)):
@@ -48,8 +50,24 @@ async def healthz(request: HttpRequest) -> JsonResponse:
             logger.warning("healthz: %s: %r", name, exc)
             problems.append(name)
     if problems:
-        return JsonResponse({"status": "unavailable", "failing": problems}, status=503)
-    return JsonResponse({"status": "ok"})
+        return 503, {"status": "unavailable", "failing": problems}
+    return 200, {"status": "ok"}
+
+
+async def healthz(request: HttpRequest) -> JsonResponse:
+    """/healthz through Django (the test client; a server answers it in buddy/asgi.py, before Django)."""
+    status, body = await health()
+    return JsonResponse(body, status=status)
+
+
+async def healthz_asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """/healthz as a bare ASGI app: no middleware, no thread hop, whatever the Host (a load balancer
+    probes by address). Used by buddy/asgi.py."""
+    status, body = await health()
+    payload = json.dumps(body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload if scope.get("method") != "HEAD" else b""})
 
 
 def request_too_large_detail() -> str:

@@ -23,6 +23,7 @@ if not os.environ.get("BUDDY_TEST_ENVIRONMENT"):
     os.environ["BUDDY_SEMANTIC_SEARCH"] = "off"
     # The suite sends prompts faster than a person; tests/agent/test_limits.py sets its own limit.
     os.environ["BUDDY_PROMPTS_PER_MINUTE"] = "1000"
+    os.environ["BUDDY_DB_POOL"] = "0"  # one database per run, created and dropped by the suite
     os.environ["BUDDY_TASKS_SYNC"] = "1"  # tasks run inline in the tests; test_tasks runs a real worker
     # A per-run prefix, so runs sharing one Redis never see each other's messages.
     os.environ["BUDDY_CHANNEL_PREFIX"] = f"buddy-test-{uuid.uuid4().hex[:8]}"

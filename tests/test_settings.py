@@ -104,9 +104,10 @@ def test_connections_are_kept_and_checked_and_pooled_on_postgresql_when_asked(tm
     sqlite = database_settings_of(tmp_path)
     assert (sqlite["CONN_MAX_AGE"], sqlite["CONN_HEALTH_CHECKS"]) == (600, True)
     postgres = "postgres://buddy@127.0.0.1:5432/buddy"
-    kept = database_settings_of(tmp_path, DATABASE_URL=postgres, BUDDY_DB_CONN_MAX_AGE="60")
+    kept = database_settings_of(tmp_path, DATABASE_URL=postgres, BUDDY_DB_CONN_MAX_AGE="60", BUDDY_DB_POOL="0")
     assert (kept["CONN_MAX_AGE"], kept["CONN_HEALTH_CHECKS"]) == (60, True) and "pool" not in kept["OPTIONS"]
     pooled = database_settings_of(tmp_path, DATABASE_URL=postgres, BUDDY_DB_POOL="12")
     assert pooled["CONN_MAX_AGE"] == 0  # a pooled connection goes back to the pool when Django closes it
     assert pooled["OPTIONS"]["pool"]["max_size"] == 12
+    assert database_settings_of(tmp_path, DATABASE_URL=postgres)["OPTIONS"]["pool"]["max_size"] == 20
     assert database_settings_of(tmp_path, BUDDY_DB_POOL="12")["OPTIONS"].get("pool") is None  # SQLite: no pool

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 pytestmark = pytest.mark.django_db
@@ -56,3 +58,16 @@ def test_bearer_token_authenticates_and_revocation_ends_it(client, user):
     assert client.get("/agents", headers={"Authorization": "Bearer wrong"}).status_code == 401
     api_tokens_revoke(user=user)
     assert client.get("/agents", headers={"Authorization": f"Bearer {token}"}).status_code == 401
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_server_answers_healthz_before_django_whatever_the_host():
+    """buddy.asgi answers /healthz itself: no middleware, and a load balancer may probe by address."""
+    from channels.testing import HttpCommunicator
+
+    from buddy.asgi import application
+
+    probe = HttpCommunicator(application, "GET", "/healthz", headers=[(b"host", b"10.0.0.7:8000")])
+    response = await probe.get_response(timeout=10)
+    assert response["status"] == 200
+    assert json.loads(response["body"]) == {"status": "ok"}
