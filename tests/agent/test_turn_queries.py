@@ -15,7 +15,8 @@ from realtime.models import RelayedFrame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MAX_QUERIES = 15
+# docs/architecture.md, "A turn's queries", lists them.
+MAX_QUERIES = 19
 CHAT = ChatRef(agent="buddy", chat_id="main")
 
 
@@ -35,7 +36,7 @@ def plain_turns(model, settings, monkeypatch):
     settings.BUDDY_CACHE_TTL = "auto"
 
 
-def test_a_plain_turn_makes_at_most_15_queries(user, plain_turns):
+def test_a_plain_turn_makes_at_most_19_queries(user, plain_turns):
     prompt_submit(user=user, text="the chat's first turn", chat=CHAT)
     queries = queries_of_a_turn(user, "and a second one")
     assert len(queries) <= MAX_QUERIES, "\n".join(queries)
