@@ -19,7 +19,7 @@ function el(name, className, text) {
 
 /**
  * A snippet as parts `{text, match}`: the server marks matched words between `[` and `]` and escapes a
- * `[`, `]` or `\` of the text itself with a backslash (README: `/memory/search`).
+ *  `[`, `]` or `\` of the text itself with a backslash (README: "HTTP API").
  */
 export function snippetParts(snippet) {
   const parts = [];
