@@ -17,8 +17,8 @@ of a search. The rankers:
   each turn's neighbouring turns as a second column weighted 0.3;
 - with `--across`, only two rows and how many chats a search ranks in full: each question asked in its
   own chat (search_history) and across all the user's chats (memory.search.across.search_all_chats,
-  `GET /search`), where only a hit in the question's own chat can be its evidence; for the latter
-  with CHATS_SEARCHED from 1 up to the number of chats, the default marked;
+  `GET /search`), where only a hit in the question's own chat can be its evidence; with `--sweep`
+  also with CHATS_SEARCHED from 1 up to the number of chats;
 - Buddy's search with its parts taken away one at a time (module constants and settings switched for
   the row), and as configured by default, right after the import (no vectors yet), with half of each
   chat indexed, and after indexing.
@@ -127,16 +127,16 @@ def across_ranker(chats: Chats) -> Rank:
     return rank
 
 
-def across_rows(conversations: list[locomo.Conversation], chats: Chats) -> None:
-    """Each question in its own chat, then across all chats with CHATS_SEARCHED from 1 up (after
-    indexing, semantic search on), and the ratio of recall@10 across to recall@10 in its own chat."""
+def across_rows(conversations: list[locomo.Conversation], chats: Chats, *, sweep: bool) -> None:
+    """Each question in its own chat, then across all chats (with `sweep`, CHATS_SEARCHED from 1 up),
+    after indexing, semantic search on; and the ratio of recall@10 across to recall@10 in its own chat."""
     from memory.search import across
 
     chats.index()
     own = evaluate(conversations, chats.ranker())
     report("in its own chat (`/memory/search`)", own)
     default = across.CHATS_SEARCHED
-    for count in sorted({*range(1, len(conversations) + 1), default}):
+    for count in sorted({*(range(1, len(conversations) + 1) if sweep else ()), default}):
         across.CHATS_SEARCHED = count
         try:
             result = evaluate(conversations, across_ranker(chats))
@@ -263,6 +263,7 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--only", default="", help="only the rows whose name holds this text (case-insensitive)")
     parser.add_argument("--across", action="store_true", help="each question in its own chat and across all chats")
+    parser.add_argument("--sweep", action="store_true", help="with --across: also 1, 2, … chats ranked in full")
     args = parser.parse_args()
     if not Path(args.path).exists():
         sys.exit(f"{args.path}: no such file (LoCoMo is not shipped with Buddy; see devtools/locomo.py)")
@@ -282,7 +283,7 @@ def main() -> None:
     print("| --- | ---: | ---: |" + " ---: |" * (len(locomo.CATEGORIES) + 1))
 
     if args.across:
-        across_rows(conversations, chats)
+        across_rows(conversations, chats, sweep=args.sweep)
         return
     wanted = args.only.lower()
 

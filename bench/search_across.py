@@ -87,7 +87,7 @@ def time_choice(label: str, pairs: list[tuple[object, str]]) -> None:
     for user, query in pairs:
         started = time.perf_counter()
         chats, frequencies = across._chats_with_terms(user_id=user.pk, agent_id=None, terms=query_terms(query))
-        chosen = across._chosen(chats, frequencies, set())
+        chosen = across._chosen(chats, across.chat_scores(chats, frequencies, set()))
         timings.append((time.perf_counter() - started) * 1000)
         searched.append(len(chosen))
     print(

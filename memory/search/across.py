@@ -14,7 +14,11 @@ chats the same ranking runs in each chat worth searching, and the results meet o
 3. Each of those chats is searched as its own search does it (words, cues, meaning, with its own
    statistics), and the hits are merged by score: each score is the message's distance from its own
    chat's mean in standard deviations, plus the cues' boosts, so it says how much a message stands out
-   in its chat whatever the chat's size.
+   in its chat whatever the chat's size. But a z-score is highest where the question's words are
+   rarest, so a chat that mentions them once would outrank the chat that is about them; two terms
+   say which chat the question is about: CHAT_SHARE_WEIGHT × the chat's score (step 2) as a share of
+   the best chat's, and CHAT_SPEAKER_BOOST (the speaker cue's own weight) when the question names
+   one of the chat's speakers (cues).
 
 Never anything of another user: the chats are the user's (and the agent's when one is given) before
 anything else is read. The model's memory tools call search_history on their own chat only: nothing
@@ -32,8 +36,9 @@ from django.db import connection
 
 from conversations.models import Agent, Session
 from conversations.services import UnknownAgent
-from memory.search import MAX_LIMIT, idf, search_history
-from memory.search.cues import date_spans
+from memory import search
+from memory.search import MAX_LIMIT, SPEAKER_BOOST, idf, search_history
+from memory.search.cues import date_spans, named_speaker
 from memory.search.text import query_terms
 
 # How many chats one search ranks in full (each costs about one chat's search); chosen on LoCoMo and
@@ -42,6 +47,13 @@ CHATS_SEARCHED = 4
 # A chat with a message on a day the question names counts as holding one more of its words.
 DATE_CHAT_BONUS = 1.0
 DEFAULT_LIMIT = 20
+# Added to every hit of a chat one of whose speakers the question names ("What did Caroline paint?"
+# in a transcript where Caroline speaks): inside the chat her messages gain the speaker cue's boost
+# over the others; across chats, her chat gains it over chats where she does not speak.
+CHAT_SPEAKER_BOOST = SPEAKER_BOOST
+# Added to every hit of a chat: this × the chat's score as a share of the best chat's. Chosen on half of
+# the LoCoMo questions (bench/recall.py --across; docs/benchmarks.md).
+CHAT_SHARE_WEIGHT = 20.0
 
 
 @dataclass(frozen=True)
@@ -79,18 +91,25 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     spans = date_spans(query)
     if not terms and not spans:
         return []
-    chats, weights = _chats_with_terms(user_id=user.pk, agent_id=agent_id, terms=terms)
+    chats, frequencies = _chats_with_terms(user_id=user.pk, agent_id=agent_id, terms=terms)
     if not chats:
         return []
     dated = _chats_with_days(list(chats), spans) if spans else set()
-    chosen = _chosen(chats, weights, dated)
+    scores = chat_scores(chats, frequencies, dated)
+    chosen = _chosen(chats, scores)
+    best = max(scores[chat.session_id] for chat in chosen)
     sessions = {session.pk: session for session in Session.objects.filter(pk__in=[chat.session_id for chat in chosen])}
     merged: list[tuple[float, int, ChatHit]] = []
     for chat in chosen:
-        for hit in search_history(session=sessions[chat.session_id], query=query, limit=limit):
+        hits = search_history(session=sessions[chat.session_id], query=query, limit=limit)
+        boost = CHAT_SHARE_WEIGHT * scores[chat.session_id] / best if best > 0 else 0.0
+        if named_speaker(query, _speakers(chat.session_id)):
+            boost += CHAT_SPEAKER_BOOST
+        for hit in hits:
+            score = round(hit.score + boost, 4)
             merged.append(
                 (
-                    hit.score,
+                    score,
                     hit.message_id,
                     ChatHit(
                         message_id=hit.message_id,
@@ -100,12 +119,18 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
                         role=hit.role,
                         created_at=hit.created_at,
                         snippet=hit.snippet,
-                        score=hit.score,
+                        score=score,
                     ),
                 )
             )
     merged.sort(key=lambda item: (-item[0], -item[1]))
     return [hit for _, _, hit in merged[:limit]]
+
+
+def _speakers(session_id: int) -> set[str]:
+    """The chat's speakers as its search just read them (memory.search keeps them per chat searched)."""
+    with search._speakers_lock:
+        return search._speakers_lately.get(session_id, set())
 
 
 def _chats_with_terms(
@@ -173,10 +198,9 @@ def chat_scores(chats: dict[int, _Chat], frequencies: dict[int, dict[str, int]],
     }
 
 
-def _chosen(chats: dict[int, _Chat], frequencies: dict[int, dict[str, int]], dated: set[int]) -> list[_Chat]:
+def _chosen(chats: dict[int, _Chat], scores: dict[int, float]) -> list[_Chat]:
     """The CHATS_SEARCHED chats with the highest `chat_scores` above 0 (ties: the newest messages
     first); the chats with the newest messages when none scores."""
-    scores = chat_scores(chats, frequencies, dated)
     ranked = sorted(chats.values(), key=lambda chat: (-scores[chat.session_id], -chat.last_id))
     scoring = [chat for chat in ranked if scores[chat.session_id] > 0 and math.isfinite(scores[chat.session_id])]
     return (scoring or ranked)[:CHATS_SEARCHED]

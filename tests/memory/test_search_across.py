@@ -183,3 +183,38 @@ def test_any_valid_text_is_a_question(api, chats):
 
 def test_needs_authentication(client, chats):
     assert client.get("/search", {"q": "ferry"}).status_code == 401
+
+
+def test_the_chat_a_question_is_about_gains_over_one_that_shares_a_word(user, monkeypatch):
+    about = chat(
+        user,
+        "art",
+        *[
+            line
+            for day in range(6)
+            for line in (
+                f"Caroline: I painted the harbour again, study number {day}.",
+                f"Melanie: Your paint colours get better every time, {day}!",
+            )
+        ],
+        "Caroline: Today I painted a lake at dawn.",
+        "Melanie: The lake painting is lovely.",
+    )
+    chat(user, "shop", "Jon: The paint shop on the corner closed.", "Gina: Shame.", "Jon: Lunch now.", "Gina: Fine.")
+
+    def first_chat() -> str:
+        return search_all_chats(user=user, query="What did Caroline paint?")[0].chat_id
+
+    assert first_chat() == about.chat_id
+    hits = search_all_chats(user=user, query="What did Caroline paint?")
+    art = [hit.score for hit in hits if hit.chat_id == "art"]
+    shop = [hit.score for hit in hits if hit.chat_id == "shop"]
+    # Every hit of the chat the question is about gains the two chat terms over the other chat's.
+    monkeypatch.setattr(across, "CHAT_SHARE_WEIGHT", 0.0)
+    monkeypatch.setattr(across, "CHAT_SPEAKER_BOOST", 0.0)
+    plain = search_all_chats(user=user, query="What did Caroline paint?")
+    assert max(art) - max(hit.score for hit in plain if hit.chat_id == "art") == pytest.approx(
+        across.SPEAKER_BOOST + 20.0, abs=1e-3
+    )
+    shop_share = max(shop) - max(hit.score for hit in plain if hit.chat_id == "shop")
+    assert 0 < shop_share < 20.0  # "paint" only: a share of the art chat's weight
