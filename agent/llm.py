@@ -285,7 +285,7 @@ def _search_report(name: str, text: str, is_error: bool) -> str:
     return f"{name} found {count}: {quotes}" + (", …" if len(found) > QUOTED_MESSAGES else ".")
 
 
-# A search snippet marks each match between bare brackets and escapes its own (memory.search.text).
+# A search snippet marks each match between bare brackets and escapes its own (textsearch.text).
 SNIPPET_MARK = re.compile(r"\\(.)|[\[\]]")
 
 

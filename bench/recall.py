@@ -55,7 +55,8 @@ from django.test import override_settings  # noqa: E402
 
 from devtools import locomo  # noqa: E402
 from memory import search, semantic  # noqa: E402
-from memory.search.text import QUERY_STOP_WORDS  # noqa: E402
+from textsearch import ranking  # noqa: E402
+from textsearch.text import QUERY_STOP_WORDS  # noqa: E402
 
 KS = (5, 10)
 # A ranker: (conversation index, question) → message indexes, best first.
@@ -99,6 +100,7 @@ class Chats:
         """Write the vectors of the first `share` of each chat's messages (semantic.vectors_fill writes
         every missing one; a share below 1 stops short, as a background job still running would)."""
         from conversations.models import Message
+        from memory.selectors import MESSAGE_TEXT
 
         for session, ids in zip(self.sessions, self.ids, strict=True):
             if share >= 1:
@@ -107,7 +109,8 @@ class Chats:
             rows = list(
                 Message.objects.filter(session=session, id__lte=ids[int(len(ids) * share) - 1])
                 .order_by("id")
-                .values_list("id", "search_text")
+                .annotate(text=MESSAGE_TEXT)
+                .values_list("id", "text")
             )
             semantic._write_batched(session.pk, rows, "")
 
@@ -157,18 +160,24 @@ def like_ranker(chats: Chats, *, per_word: bool) -> Rank:
     def rank(number: int, question: locomo.Question) -> list[int]:
         messages = Message.objects.filter(session=chats.sessions[number])
         if not per_word:
-            found = messages.filter(search_text__icontains=question.text).order_by("-id")
+            found = messages.filter(search_document__text__icontains=question.text).order_by("-id")
         else:
             words = {word for word in re.findall(r"\w+", question.text.lower()) if len(word) >= 3}
             if not words:
                 return []
             matched = sum(
-                (Case(When(search_text__icontains=word, then=Value(1)), default=Value(0), output_field=IntegerField()))
+                (
+                    Case(
+                        When(search_document__text__icontains=word, then=Value(1)),
+                        default=Value(0),
+                        output_field=IntegerField(),
+                    )
+                )
                 for word in words
             )
             condition = Q()
             for word in words:
-                condition |= Q(search_text__icontains=word)
+                condition |= Q(search_document__text__icontains=word)
             found = messages.filter(condition).annotate(matched=matched).order_by("-matched", "-id")
         ids = found.values_list("id", flat=True)[: max(KS)]
         return [chats.index_of[number][message_id] for message_id in ids]
@@ -211,16 +220,18 @@ def fts5_ranker(conversations: list[locomo.Conversation]) -> Rank:
 
 @contextmanager
 def variant(*, semantic_search: str = "on", **constants: float) -> Iterator[None]:
-    """Search with some of memory.search's constants changed, and BUDDY_SEMANTIC_SEARCH set."""
-    saved = {name: getattr(search, name) for name in constants}
+    """Search with some of its constants changed (memory.search's, or textsearch.ranking's for BM25F
+    and diversity), and BUDDY_SEMANTIC_SEARCH set."""
+    modules = {name: ranking if hasattr(ranking, name) else search for name in constants}
+    saved = {name: getattr(modules[name], name) for name in constants}
     for name, value in constants.items():
-        setattr(search, name, value)
+        setattr(modules[name], name, value)
     try:
         with override_settings(BUDDY_SEMANTIC_SEARCH=semantic_search):
             yield
     finally:
         for name, value in saved.items():
-            setattr(search, name, value)
+            setattr(modules[name], name, value)
 
 
 def evaluate(conversations: list[locomo.Conversation], rank: Rank) -> dict:

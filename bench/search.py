@@ -49,7 +49,7 @@ from django.test import override_settings  # noqa: E402
 from memory import search  # noqa: E402
 from memory.search import postgres as pg_backend  # noqa: E402
 from memory.search import sqlite as sqlite_backend  # noqa: E402
-from memory.search.text import (  # noqa: E402
+from textsearch.text import (  # noqa: E402
     QUERY_STOP_WORDS,
     STOP_WORDS,
     index_terms,
@@ -165,16 +165,28 @@ def rows_from_sqlite():
     import sqlite3
 
     with sqlite3.connect(SQLITE_FILE) as source:
-        cursor = source.execute(f"SELECT {COLUMNS} FROM conversations_message ORDER BY id")
+        cursor = source.execute(
+            "SELECT m.id, m.session_id, m.role, m.content, m.tokens, m.is_turn_start, m.largest_block_tokens,"
+            " d.text, d.terms, d.context, m.created_at"
+            " FROM conversations_message AS m JOIN memory_searchdocument AS d ON d.message_id = m.id ORDER BY m.id"
+        )
         while batch := cursor.fetchmany(10_000):
             for row in batch:
                 yield (*row[:5], bool(row[5]), *row[6:])
 
 
-COLUMNS = (
-    "id, session_id, role, content, tokens, is_turn_start, largest_block_tokens, search_text, "
-    "search_terms, search_context, created_at"
-)
+# A generated row (rows) is written as a message and its search document.
+MESSAGE_COLUMNS = "id, session_id, role, content, tokens, is_turn_start, largest_block_tokens, created_at"
+DOCUMENT_COLUMNS = "message_id, session_id, text, terms, context, tokens"
+TABLES = {"conversations_message": MESSAGE_COLUMNS, "memory_searchdocument": DOCUMENT_COLUMNS}
+
+
+def split_row(row: tuple) -> dict[str, tuple]:
+    """A generated row's values for each table of TABLES."""
+    return {
+        "conversations_message": (*row[:7], row[10]),
+        "memory_searchdocument": (row[0], row[1], row[7], row[8], row[9], row[4]),
+    }
 
 
 def build() -> None:
@@ -200,25 +212,31 @@ def build() -> None:
     if vendor == "sqlite":
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA synchronous=OFF")
+        inserts = {
+            table: f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(columns.split(',')))})"
+            for table, columns in TABLES.items()
+        }
         batch: list[tuple] = []
-        insert = f"INSERT INTO conversations_message ({COLUMNS}) VALUES ({', '.join(['%s'] * 11)})"
+
+        def write(batch: list[tuple]) -> None:
+            with transaction.atomic(), connection.cursor() as cursor:
+                for table, insert in inserts.items():
+                    cursor.executemany(insert, [split_row(row)[table] for row in batch])
+
         for row in all_rows(user.id, agent.id):
             batch.append(row)
             if len(batch) >= 100_000:
-                with transaction.atomic(), connection.cursor() as cursor:
-                    cursor.executemany(insert, batch)
+                write(batch)
                 batch = []
         if batch:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.executemany(insert, batch)
+            write(batch)
     else:
         raw = connection.connection
-        with (
-            raw.cursor() as cursor,
-            cursor.copy(f"COPY conversations_message ({COLUMNS}) FROM STDIN") as copy,
-        ):
-            for row in rows_from_sqlite() if sqlite_built() else all_rows(user.id, agent.id):
-                copy.write_row(row)
+        from_sqlite = sqlite_built()
+        for table, columns in TABLES.items():  # one COPY at a time on a connection: a pass per table
+            with raw.cursor() as cursor, cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for row in rows_from_sqlite() if from_sqlite else all_rows(user.id, agent.id):
+                    copy.write_row(split_row(row)[table])
         raw.commit()
     loaded = time.perf_counter()
     print(f"  {loaded - started:.0f} s; building the search index…", flush=True)
@@ -304,8 +322,8 @@ def time_semantic_parts(session, queries: list[str]) -> None:
     """Where semantic search spends its time: the query's encoding and the window scan (its vectors
     kept by the process since the previous search: the scan reads only what is new)."""
     from devtools.synthetic_conversations import generate
+    from embeddings import encoder, quantized
     from memory import semantic
-    from memory.semantic import encoder, quantized
 
     encode, exact, scan, natural, natural_exact = [], [], [], [], []
     for query in queries:
@@ -410,16 +428,16 @@ def time_like(label: str, pairs: list[tuple[object, str]], per_word: bool) -> No
             if per_word:
                 # The original had no stop words; dropping them here only makes the baseline faster.
                 words = [w for w in query.rstrip("?").split() if w.lower() not in QUERY_STOP_WORDS][:8]
-                where = " OR ".join(["search_text LIKE %s"] * len(words))
+                where = " OR ".join(["text LIKE %s"] * len(words))
                 cursor.execute(
-                    f"SELECT id FROM conversations_message WHERE session_id = %s AND ({where})"
-                    " ORDER BY id DESC LIMIT 10",
+                    f"SELECT message_id FROM memory_searchdocument WHERE session_id = %s AND ({where})"
+                    " ORDER BY message_id DESC LIMIT 10",
                     [session.pk, *[f"%{w}%" for w in words]],
                 )
             else:
                 cursor.execute(
-                    "SELECT id FROM conversations_message WHERE session_id = %s AND search_text LIKE %s"
-                    " ORDER BY id DESC LIMIT 10",
+                    "SELECT message_id FROM memory_searchdocument WHERE session_id = %s AND text LIKE %s"
+                    " ORDER BY message_id DESC LIMIT 10",
                     [session.pk, f"%{query}%"],
                 )
             cursor.fetchall()

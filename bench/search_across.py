@@ -35,7 +35,7 @@ from django.test import override_settings  # noqa: E402
 
 from bench import search as data_set  # noqa: E402  (sets up Django on its database: var/bench/ or DATABASE_URL)
 from memory.search import across  # noqa: E402
-from memory.search.text import query_terms  # noqa: E402
+from textsearch.text import query_terms  # noqa: E402
 
 CHATS = range(2, 1002)
 LIMIT = 20

@@ -113,7 +113,7 @@ def session_messages(size: int):
 
 
 def message_rows(session_id: int, size: int):
-    from conversations.content import estimate_tokens, is_turn_start, largest_block_tokens, readable_text
+    from conversations.content import estimate_tokens, is_turn_start, largest_block_tokens
 
     started = datetime(2024, 1, 1, tzinfo=UTC)
     for number, (role, content) in enumerate(session_messages(size)):
@@ -124,12 +124,12 @@ def message_rows(session_id: int, size: int):
             estimate_tokens(content),
             is_turn_start(role, content),
             largest_block_tokens(content),
-            readable_text(content),
             started + timedelta(seconds=30 * number),
         )
 
 
-COLUMNS = "session_id, role, content, tokens, is_turn_start, largest_block_tokens, search_text, created_at"
+# The archive only: the window reads no search document.
+COLUMNS = "session_id, role, content, tokens, is_turn_start, largest_block_tokens, created_at"
 
 
 def insert_sqlite(connection, session_id: int, size: int) -> None:
@@ -139,10 +139,10 @@ def insert_sqlite(connection, session_id: int, size: int) -> None:
             *values, created_at = row
             batch.append((*values, created_at.strftime("%Y-%m-%d %H:%M:%S.%f")))
             if len(batch) == 20_000:
-                cursor.executemany(f"INSERT INTO conversations_message ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", batch)
+                cursor.executemany(f"INSERT INTO conversations_message ({COLUMNS}) VALUES (?,?,?,?,?,?,?)", batch)
                 batch = []
         if batch:
-            cursor.executemany(f"INSERT INTO conversations_message ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", batch)
+            cursor.executemany(f"INSERT INTO conversations_message ({COLUMNS}) VALUES (?,?,?,?,?,?,?)", batch)
 
 
 def insert_postgres(connection, session_id: int, size: int) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-# The sentence encoder of semantic search (memory.semantic.encoder) multiplies small matrices, one
+# The sentence encoder of semantic search (embeddings.encoder) multiplies small matrices, one
 # query per request: one BLAS thread per process. More only fight each other, and the server's other
 # threads, for the cores (one thread encodes more messages a second than two on a busy machine). Read
 # once, when numpy is first imported; an explicit value wins.

@@ -266,7 +266,7 @@ def _render_blocks(message: Message) -> SafeString:
 class MessageAdmin(ReadOnlyAdmin):
     list_display = ["id", "sent", "chat", "kind", "preview", "tokens"]
     list_filter = [TurnFilter, "role", "session__agent", "session__user", "created_at"]
-    search_fields = ["search_text", "session__user__username", "session__chat_id"]
+    search_fields = ["content", "session__user__username", "session__chat_id"]
     date_hierarchy = "created_at"
     list_select_related = ["session__user", "session__agent"]
     fields = ["session_link", "kind", "created_at", "tokens", "is_turn_start", "rendered_content"]

@@ -79,13 +79,6 @@ class Message(models.Model):
     # The estimate of the largest single block: only messages with a block over the cap
     # (BUDDY_MAX_PROMPT_TOKENS) need shortening in the window, so only those are ever re-read.
     largest_block_tokens = models.PositiveIntegerField(default=0)
-    # What a person reads in the message (text, tool inputs, tool results), as the search index sees it.
-    search_text = models.TextField(blank=True, default="")
-    # The index terms of `search_text` (memory.search.text: stop words dropped, stemmed), and those of
-    # the message before it as lower-weight context: an answer often only makes sense with the
-    # question it replies to. Both computed on write; the search index is built from them.
-    search_terms = models.TextField(blank=True, default="", editable=False)
-    search_context = models.TextField(blank=True, default="", editable=False)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,7 +17,6 @@ from conversations.content import (
     is_turn_start,
     largest_block_tokens,
     normalize_content,
-    readable_text,
     title_problem,
 )
 from conversations.errors import InvalidInput, NotFound
@@ -29,21 +27,22 @@ from conversations.selectors import agent_get
 AUTO_TITLE_CHARS = 60
 
 
-@dataclass(frozen=True)
-class MessageIndexing:
-    """How a message's words are stored for search. Search is the memory app's (memory/apps.py
-    registers its rules at start-up); the archive stores what they give on each message it writes."""
-
-    terms: Callable[[str], str]  # a message's text → its stored terms
-    context: Callable[..., str]  # (previous=terms, turn_start=terms or None) → the stored search context
+# Called with every batch of messages just archived, in order, inside the transaction that wrote
+# them: how other apps index what the archive stores without the archive knowing them (memory
+# registers its search documents at start-up, memory/apps.py).
+MessageIndexer = Callable[[list[Message]], None]
+_indexers: list[MessageIndexer] = []
 
 
-_indexing = MessageIndexing(terms=lambda text: "", context=lambda **neighbours: "")
+def message_indexing_register(*, index: MessageIndexer) -> None:
+    """Have `index` called with each batch of messages archived from now on (once per function)."""
+    if index not in _indexers:
+        _indexers.append(index)
 
 
-def message_indexing_register(*, terms: Callable[[str], str], context: Callable[..., str]) -> None:
-    global _indexing
-    _indexing = MessageIndexing(terms=terms, context=context)
+def _indexed(messages: list[Message]) -> None:
+    for index in _indexers:
+        index(messages)
 
 
 class InvalidTitle(InvalidInput):
@@ -112,7 +111,6 @@ def message_build(
 ) -> Message:
     """An unsaved Message with its token estimate and turn-start flag computed (once, here)."""
     blocks = normalize_content(content)
-    text = readable_text(blocks)
     return Message(
         session=session,
         role=role,
@@ -120,65 +118,40 @@ def message_build(
         tokens=estimate_tokens(blocks),
         is_turn_start=is_turn_start(role, blocks),
         largest_block_tokens=largest_block_tokens(blocks),
-        search_text=text,
-        search_terms=_indexing.terms(text),
         created_at=created_at or timezone.now(),
-    )
-
-
-def _neighbours(session_id: int) -> tuple[Message | None, Message | None]:
-    """The session's newest message and newest turn start: one lookup on the (session, id) index, and
-    a second on the turn-start index only when the newest message is inside a turn."""
-    fields = ("id", "is_turn_start", "search_terms")
-    messages = Message.objects.filter(session_id=session_id).order_by("-id").only(*fields)
-    previous = messages.first()
-    if previous is None or previous.is_turn_start:
-        return previous, previous
-    return previous, messages.filter(is_turn_start=True).first()
-
-
-def _context_of(message: Message, previous: Message | None, turn_start: Message | None) -> str:
-    if previous is None:
-        return ""
-    inside_turn = not message.is_turn_start and turn_start is not None and turn_start is not previous
-    return _indexing.context(
-        previous=previous.search_terms, turn_start=turn_start.search_terms if inside_turn else None
     )
 
 
 def message_append(
     *, session: Session, role: str, content: str | list[dict[str, Any]], created_at: datetime | None = None
 ) -> Message:
-    """Archive one message. Turns of a session never interleave, so the newest messages read here are
-    the ones this message follows; their terms become its search context."""
+    """Archive one message, and index it (message_indexing_register) in the same transaction."""
     message = message_build(session=session, role=role, content=content, created_at=created_at)
-    previous, turn_start = _neighbours(session.pk)
-    message.search_context = _context_of(message, previous, turn_start)
-    message.save()
+    with transaction.atomic():
+        message.save()
+        _indexed([message])
     return message
 
 
 def messages_bulk_append(*, messages: Iterable[Message], batch_size: int = 1000) -> int:
-    """Insert built messages in order with bulk inserts; the caller holds the transaction.
-    Each message gets its search context from the messages before it, as message_append does."""
+    """Insert built messages in order with bulk inserts, each batch indexed as it is written; the
+    caller holds the transaction."""
     batch: list[Message] = []
     count = 0
-    neighbours: dict[int, tuple[Message | None, Message | None]] = {}
     for message in messages:
-        if message.session_id not in neighbours:
-            neighbours[message.session_id] = _neighbours(message.session_id)
-        previous, turn_start = neighbours[message.session_id]
-        message.search_context = _context_of(message, previous, turn_start)
-        neighbours[message.session_id] = (message, message if message.is_turn_start else turn_start)
         batch.append(message)
         if len(batch) >= batch_size:
-            Message.objects.bulk_create(batch)
-            count += len(batch)
+            count += _bulk_insert(batch)
             batch = []
     if batch:
-        Message.objects.bulk_create(batch)
-        count += len(batch)
+        count += _bulk_insert(batch)
     return count
+
+
+def _bulk_insert(batch: list[Message]) -> int:
+    Message.objects.bulk_create(batch)  # sets the ids on both databases (INSERT … RETURNING)
+    _indexed(batch)
+    return len(batch)
 
 
 def agent_create_or_update(

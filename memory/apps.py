@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.db.models.signals import post_migrate
+
+from embeddings import encoder
 
 
 def _search_triggers_ensure(using: str = "default", **kwargs) -> None:
@@ -15,8 +18,12 @@ def _search_triggers_ensure(using: str = "default", **kwargs) -> None:
     from memory.search import sqlite  # not at the top: apps.py is imported before the models are ready
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1 FROM sqlite_master WHERE name = 'memory_message_fts'")
-        if cursor.fetchone() is None:  # the index is not installed (migrated backwards, or not yet)
+        # The index's design of today is installed only once memory 0016 has run: not while migrated
+        # backwards (or not yet), when the triggers are those of that migration's time.
+        cursor.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name IN ('memory_message_fts', 'memory_searchdocument')"
+        )
+        if cursor.fetchone()[0] < 2:
             return
         for statement in sqlite.INSTALL:
             cursor.execute(statement)
@@ -30,7 +37,9 @@ class MemoryConfig(AppConfig):
         # Not at the top: these modules need the models, which are not ready when apps.py is imported.
         from conversations.services import message_indexing_register
         from memory import checks  # noqa: F401  (registers the system checks)
-        from memory.search.text import index_terms, join_terms, search_context
+        from memory.search.documents import documents_write
 
-        message_indexing_register(terms=lambda text: join_terms(index_terms(text)), context=search_context)
+        message_indexing_register(index=documents_write)
+        # The sentence encoder (a plain package) finds its model where the settings say, read on each use.
+        encoder.model_source(lambda: settings.BUDDY_EMBEDDING_MODEL)
         post_migrate.connect(_search_triggers_ensure, sender=self, dispatch_uid="memory_search_triggers")

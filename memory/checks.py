@@ -11,7 +11,7 @@ SEMANTIC_MODES = ("auto", "on", "off")
 @register()
 def semantic_search_check(app_configs, **kwargs) -> list[Error]:
     """BUDDY_SEMANTIC_SEARCH=on needs the embedding model; a mistyped mode is an error, not "auto"."""
-    from memory.semantic import encoder  # numpy and the encoder load only when the checks run
+    from embeddings import encoder  # numpy and the encoder load only when the checks run
 
     mode = settings.BUDDY_SEMANTIC_SEARCH
     if mode not in SEMANTIC_MODES:

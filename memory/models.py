@@ -31,7 +31,7 @@ class Summary(models.Model):
 class MessageVector(models.Model):
     """A message's sentence embedding for semantic search (memory.semantic): the model's unit vector of
     the message's text (without a speaker label) plus CONTEXT_WEIGHT times that of the message before
-    it, in 8 bits with a scale (memory.semantic._PACKED). Written by a background job after each turn."""
+    it, in 8 bits with a scale (embeddings.vectors.PACKED). Written by a background job after each turn."""
 
     message = models.OneToOneField(
         "conversations.Message", on_delete=models.CASCADE, primary_key=True, related_name="vector"
@@ -44,6 +44,32 @@ class MessageVector(models.Model):
 
     def __str__(self) -> str:
         return f"vector of message #{self.message_id}"
+
+
+class SearchDocument(models.Model):
+    """What history search reads of one archived message (memory.search, docs/search.md): the text a
+    person reads in it, its index terms (textsearch.text: stop words dropped, stemmed) and those of
+    the messages before it as lower-weight context (an answer often only makes sense with the question
+    it replies to). Written with the message (memory.search.documents); the index of each database is
+    built from these rows by triggers."""
+
+    message = models.OneToOneField(
+        "conversations.Message", on_delete=models.CASCADE, primary_key=True, related_name="search_document"
+    )
+    session = models.ForeignKey("conversations.Session", on_delete=models.CASCADE, related_name="+", db_index=False)
+    text = models.TextField(blank=True, default="")
+    terms = models.TextField(blank=True, default="", editable=False)
+    context = models.TextField(blank=True, default="", editable=False)
+    # The message's token estimate, summed per chat by the index's statistics (GET /memory/stats): kept
+    # here so that the triggers read nothing but the document (SQLite refuses a trigger that names a
+    # table its schema editor is rebuilding).
+    tokens = models.PositiveIntegerField(default=0, editable=False)
+
+    class Meta:
+        indexes = [models.Index(fields=["session", "message"], name="searchdocument_session_message")]
+
+    def __str__(self) -> str:
+        return f"search document of message #{self.message_id}"
 
 
 class SessionJobLease(models.Model):

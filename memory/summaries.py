@@ -25,7 +25,7 @@ from conversations.leases import lease_row_take
 from conversations.models import Message, Session
 from conversations.window import window_next_step
 from memory.models import Summary, SummaryLease
-from memory.selectors import summary_latest
+from memory.selectors import MESSAGE_TEXT, summary_latest
 from memory.tools import message_line
 
 LEASE = timedelta(minutes=5)
@@ -106,7 +106,8 @@ def _fold(session: Session, latest: Summary | None, through: int, target: int, s
     rows = (
         Message.objects.filter(session=session, id__gt=through, id__lte=target)
         .order_by("id")
-        .values_list("id", "role", "created_at", "search_text")
+        .annotate(text=MESSAGE_TEXT)
+        .values_list("id", "role", "created_at", "text")
     )
     for message_id, role, created_at, text in rows.iterator(chunk_size=500):
         line = message_line(message_id, role, created_at, text)

@@ -21,6 +21,7 @@ from lib.tool_inputs import (
     tool_input_parse,
 )
 from memory.search import search_history
+from memory.selectors import MESSAGE_TEXT
 
 LINE_CHARS = 400
 
@@ -118,7 +119,8 @@ def _by_date(session: Session, tool_input: MessagesByDateIn) -> str:
     rows = (
         Message.objects.filter(session=session, created_at__gte=start, created_at__lt=start + timedelta(days=1))
         .order_by("created_at", "id")
-        .values_list("id", "role", "created_at", "search_text")[: limit + 1]
+        .annotate(text=MESSAGE_TEXT)
+        .values_list("id", "role", "created_at", "text")[: limit + 1]
     )
     rows = list(rows)
     if not rows:
@@ -133,7 +135,8 @@ def _extended(session: Session, tool_input: ExtendedContextIn) -> str:
     rows = list(
         Message.objects.filter(session=session, id__lt=session.window_start_id)
         .order_by("-id")
-        .values_list("id", "role", "created_at", "search_text")[:count]
+        .annotate(text=MESSAGE_TEXT)
+        .values_list("id", "role", "created_at", "text")[:count]
     )
     if not rows:
         return "Nothing before the messages you can see: you have the whole conversation."

@@ -3,9 +3,10 @@
 - an app imports only from its own layer's app or lower ones (never a higher layer, never a peer);
 - a first-party import inside a function carries a comment on its line or the line above saying why
   (start-up cost, an optional dependency, Django not set up yet) — never a hidden cycle;
-- a plain package (`lib`) imports neither Django nor any first-party module but its own.
-
-Migrations are left out: they are frozen history, run against historical models.
+- a plain package (`lib`) imports neither Django nor any first-party module but its own;
+- a migration imports no first-party module at all: it is frozen history, run against historical
+  models, and carries its own SQL and code (editing a live module must never change what an old
+  migration does).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ LAYERS: dict[str, int] = {
     "realtime": 1,  # frame schemas, push, relay, the channel layer, socket signals (knows conversations only)
     "conversations": 0,  # the archive: agents, sessions, messages, the window, content, ChatRef, errors, ModelCall
     "lib": -1,  # plain Python every floor shares (the tool-input base): no Django, no app
+    "textsearch": -1,  # terms, cues, ranking arithmetic of history search (memory.search adapts it)
+    "embeddings": -1,  # the sentence encoder and 8-bit vector arithmetic (memory.semantic adapts it)
 }
 # Plain packages: they import no Django and no first-party module but their own.
-PLAIN_PACKAGES = {"lib"}
+PLAIN_PACKAGES = {"lib", "textsearch", "embeddings"}
 _ISORT = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["lint"]["isort"]
 FIRST_PARTY = set(_ISORT["known-first-party"])
 
@@ -163,6 +166,58 @@ def test_realtime_imports_no_domain_app():
     assert domain_imports("realtime/x.py", "from conversations.models import Session\n") == []
 
 
+def migration_problems(path: str, source: str) -> list[Problem]:
+    """The first-party imports of one migration (at any depth: in functions too, relative ones too)."""
+    problems = []
+    for node in ast.walk(ast.parse(source, filename=path)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            problems.append(Problem(path, node.lineno, f"migration imports .{node.module or ''} (relative)"))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            for module in _imported_modules(node):
+                if module.split(".", 1)[0] in FIRST_PARTY:
+                    problems.append(Problem(path, node.lineno, f"migration imports {module} (a live module)"))
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in {
+            "import_module",
+            "__import__",
+        }:
+            problems.append(Problem(path, node.lineno, "migration imports a module by name"))
+    return problems
+
+
+def migration_modules() -> list[Path]:
+    return sorted(path for app in LAYERS for path in (ROOT / app).glob("migrations/*.py"))
+
+
+def test_migrations_import_no_live_module():
+    assert len(migration_modules()) > 20  # the glob finds the migrations
+    problems = []
+    for path in migration_modules():
+        problems += migration_problems(path.relative_to(ROOT).as_posix(), path.read_text())
+    assert not problems, "\n".join(map(str, problems))
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("from memory.search import postgres\n", "migration imports memory.search (a live module)"),
+        (
+            "def f(apps, schema_editor):\n    from memory.search.text import index_terms\n",
+            "migration imports memory.search.text (a live module)",
+        ),
+        ("import conversations.models\n", "migration imports conversations.models (a live module)"),
+        ("from ._postgres import statements\n", "migration imports ._postgres (relative)"),
+        ("import importlib\nimportlib.import_module('memory.search')\n", "migration imports a module by name"),
+    ],
+)
+def test_the_migration_check_refuses(source, expected):
+    assert [p.text for p in migration_problems("memory/migrations/0099_x.py", source)] == [expected]
+
+
+def test_the_migration_check_accepts_django_and_third_parties():
+    source = "import django.db.models.deletion\nfrom django.db import migrations\nimport snowballstemmer\n"
+    assert migration_problems("memory/migrations/0099_x.py", source) == []
+
+
 # --- the check itself fails on what it must refuse -------------------------------------------------
 
 
@@ -185,6 +240,14 @@ def test_realtime_imports_no_domain_app():
         ("lib/x.py", "from conversations import content\n", "lib imports conversations (a higher layer)"),
         ("lib/x.py", "from django.conf import settings\n", "lib imports django.conf (a plain package)"),
         ("lib/x.py", "import django\n", "lib imports django (a plain package)"),
+        ("textsearch/x.py", "from django.db import connection\n", "textsearch imports django.db (a plain package)"),
+        ("textsearch/x.py", "from memory.search import sqlite\n", "textsearch imports memory.search (a higher layer)"),
+        ("textsearch/x.py", "from lib import tool_inputs\n", "textsearch imports lib (a peer app)"),
+        (
+            "embeddings/x.py",
+            "def f():\n    from django.conf import settings\n",
+            "embeddings imports django.conf (a plain package)",
+        ),
         ("lib/x.py", "from devtools.servers import daphne\n", "lib imports devtools.servers (a plain package)"),
         (
             "agent/x.py",

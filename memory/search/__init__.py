@@ -2,11 +2,11 @@
 
 The database finds candidates, Python ranks them, the same way on both backends:
 
-1. The query becomes distinct terms (memory.search.text): stop words and question words dropped,
-   stemmed; and cues (memory.search.cues): the chat speaker it names, the days it names. No term and
+1. The query becomes distinct terms (textsearch.text): stop words and question words dropped,
+   stemmed; and cues (textsearch.cues): the chat speaker it names, the days it names. No term and
    no day → no results.
 2. Per-session statistics give each term's document frequency `df` and the session's size; a term in
-   no message of the session is dropped. Each query term weighs `idf²` (`term_weight`): BM25's IDF on
+   no message of the session is dropped. Each query term weighs `idf²` (textsearch.ranking): BM25's IDF on
    the message side times the same IDF as the query term's own weight, so that a common word of the
    question ("get", "new", "go") mostly breaks ties between messages that hold its rarer words.
 3. The index (FTS5 on SQLite, GIN on PostgreSQL; memory.search.sqlite / .postgres) lists the messages
@@ -25,7 +25,7 @@ The database finds candidates, Python ranks them, the same way on both backends:
    day the query names.
 5. The best DIVERSE_AFTER come first; each result after them is picked among the next DIVERSE_POOL
    by its score minus REDUNDANCY_PENALTY × its largest term overlap with a result above
-   (`_diversified`), so that near-copies do not take the slots of other evidence.
+   (textsearch.ranking.diversified), so that near-copies do not take the slots of other evidence.
 
 Higher scores are better. The constants were chosen on real conversations (bench/recall.py; the
 figures and each part's share are in docs/benchmarks.md).
@@ -47,19 +47,16 @@ from django.utils.dateparse import parse_datetime
 
 from conversations.models import Session
 from memory import semantic
-from memory.search import cues, postgres, sqlite
-from memory.search.shortlist import ROW_COLUMNS, Lookup, shortlist_sql
-from memory.search.text import query_terms, snippet
+from memory.search import postgres, sqlite
+from memory.search.shortlist import ROW_COLUMNS, ROW_TABLES, Lookup, shortlist_sql
 from memory.semantic.postgres import binary_rows
-from memory.speakers import LABEL_CHARS
+from textsearch import cues, ranking
+from textsearch.speakers import LABEL_CHARS
+from textsearch.text import query_terms, snippet
 
-# BM25 parameters: k1 as usual; b, the context weight and the IDF power, and the cues' boosts (in
-# standard deviations of the fused score), chosen on real conversations (bench/recall.py, the LoCoMo
-# figures in docs/benchmarks.md).
-K1 = 1.2
-B = 0.5
-CONTEXT_WEIGHT = 0.5
-IDF_POWER = 2
+# The cues' boosts (in standard deviations of the fused score), chosen on real conversations
+# (bench/recall.py, the LoCoMo figures in docs/benchmarks.md); BM25F's parameters and diversity's are
+# textsearch.ranking's.
 SPEAKER_BOOST = 5.0
 DATE_BOOST = 5.0
 # The similarity of the message after a candidate, and the best words and meaning of its day's
@@ -78,12 +75,6 @@ CANDIDATES_PER_TERM = 250
 # (docs/benchmarks.md); each costs its row's transfer and its scoring.
 RESCORED_CANDIDATES = 150
 MAX_LIMIT = 50
-# Diversity below the first results (`_diversified`): the results after the best DIVERSE_AFTER are
-# picked from the next DIVERSE_POOL by score minus REDUNDANCY_PENALTY × their largest term overlap
-# (Jaccard) with a result already picked.
-DIVERSE_AFTER = 5
-DIVERSE_POOL = 40
-REDUNDANCY_PENALTY = 16.0
 
 logger = logging.getLogger(__name__)
 
@@ -148,9 +139,9 @@ def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None
     else:
         starts, in_session, session_param = "json_group_array(start)", "= %s", session_id
     sample = (
-        f"(SELECT {starts} FROM (SELECT substr(search_text, 1, {LABEL_CHARS}) AS start"
-        f" FROM conversations_message WHERE session_id {in_session}"
-        " ORDER BY session_id DESC, id DESC LIMIT %s) AS sample)"
+        f"(SELECT {starts} FROM (SELECT substr(text, 1, {LABEL_CHARS}) AS start"
+        f" FROM memory_searchdocument WHERE session_id {in_session}"
+        " ORDER BY session_id DESC, message_id DESC LIMIT %s) AS sample)"
     )
     with connection.cursor() as cursor:
         cursor.execute(
@@ -172,19 +163,6 @@ def _statistics(session_id: int, terms: list[str]) -> tuple[_SessionStats | None
     return _SessionStats(*rows[0][:6]), term_stats, cues.speakers(starts)
 
 
-def idf(df: int, messages: int) -> float:
-    """BM25's IDF, kept positive (Lucene's form): a term in every message still counts a little."""
-    return math.log(1 + (messages - df + 0.5) / (df + 0.5))
-
-
-def term_weight(df: int, messages: int) -> float:
-    """A query term's weight in the ranking: its IDF squared. BM25 weighs a term by IDF once, on the
-    message side; weighing the query side by IDF as well (tf-idf's query vector) widens the gap
-    between rare and common words: measured on bench/recall.py (seeds 1–3, tuning), recall@5 / @10
-    0.718 / 0.773 with IDF¹, 0.741 / 0.801 with IDF², 0.750 / 0.806 with IDF³."""
-    return idf(df, messages) ** IDF_POWER
-
-
 def _newest_bound(df: int, stats: _SessionStats) -> int:
     """The lowest message id to look at for a term in the text of `df` messages: about
     CANDIDATES_PER_TERM of its matches (text and context: about twice `df`, see
@@ -196,57 +174,11 @@ def _newest_bound(df: int, stats: _SessionStats) -> int:
     return stats.last_id - math.ceil(span * CANDIDATES_PER_TERM / matches)
 
 
-def bm25f(
-    *,
-    terms: dict[str, float],
-    body: str,
-    context: str,
-    average_body: float,
-    average_context: float,
-) -> float:
-    """BM25F of one message (Robertson & Zaragoza): each field's term frequency is normalised by that
-    field's length against its own average, the fields are summed with their weights, and the sum is
-    saturated once, so a long neighbour does not make the message itself count as long. `body` and
-    `context` are terms as stored (joined by single spaces; the context's distinct,
-    memory.search.text.context_terms)."""
-    return bm25f_many(
-        terms=terms, fields=[(body, context)], average_body=average_body, average_context=average_context
-    )[0]
-
-
-def bm25f_many(
-    *, terms: dict[str, float], fields: list[tuple[str, str]], average_body: float, average_context: float
-) -> list[float]:
-    """`bm25f` of each (body, context) of `fields`, in order: a search scores a few hundred."""
-    # Counted in the stored strings, not in lists split from them: str.count runs in C. Spaces are
-    # doubled in the body because str.count finds matches that do not overlap, and " a " twice in
-    # " a a " shares a space.
-    needles = [(f" {term} ", weight) for term, weight in terms.items()]
-    saturation, context_weight = K1 + 1, CONTEXT_WEIGHT
-    body_scale, context_scale = B / average_body, B / average_context
-    scores = []
-    for body, context in fields:
-        # 1 - B + B × length / average, the length counted as spaces + 1 (0 for an empty field).
-        body_norm = 1 - B + body_scale * (body.count(" ") + 1 if body else 0)
-        context_norm = 1 - B + context_scale * (context.count(" ") + 1 if context else 0)
-        spaced_body = " " + body.replace(" ", "  ") + " "
-        spaced_context = f" {context} "
-        score = 0.0
-        for needle, weight in needles:
-            frequency = spaced_body.count(needle) / body_norm
-            if needle in spaced_context:
-                frequency += context_weight / context_norm
-            if frequency:
-                score += weight * frequency * saturation / (frequency + K1)
-        scores.append(score)
-    return scores
-
-
 def rows_by_id(columns: str, *, session_id: int, ids: list[int]) -> list[tuple]:
-    """Raw rows of the session's messages (table alias `t`) with these ids: a hot path, spared the
-    ORM's query building (and on PostgreSQL one array parameter, not one placeholder per id: binding
-    200 placeholders costs psycopg a millisecond)."""
-    sql = f"SELECT {columns} FROM conversations_message AS t WHERE t.session_id = %s AND t.id "
+    """Raw rows of the session's messages (table alias `t`, their search documents `d`) with these ids:
+    a hot path, spared the ORM's query building (and on PostgreSQL one array parameter, not one
+    placeholder per id: binding 200 placeholders costs psycopg a millisecond)."""
+    sql = f"SELECT {columns} FROM {ROW_TABLES} WHERE t.session_id = %s AND t.id "
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(sql + "= ANY(%s)", [session_id, ids])
@@ -300,7 +232,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
     encoding = early[1] if early is not None and early[0] == encoder_query else None
     near, rerank = _semantic_start(session.pk, encoder_query, stats=stats, encoding=encoding)
     terms = [term for term in terms if term in term_stats]
-    weights = {term: term_weight(term_stats[term][0], stats.messages) for term in terms}
+    weights = {term: ranking.term_weight(term_stats[term][0], stats.messages) for term in terms}
     vectors_before = near.window_start if near is not None else None
     rows = _lexical_rows(
         session_id=session.pk,
@@ -334,13 +266,13 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
         except Exception:
             logger.exception("semantic search failed; ranked by words only")
     # A few more than asked: a message deleted since its vector was cached is dropped here.
-    scored = _diversified(scored, {row[0]: row[1] for row in rows}, count=limit + 5)
+    scored = ranking.diversified(scored, {row[0]: row[1] for row in rows}, count=limit + 5)
     if not scored:
         return []
     details = {
         message_id: (role, created_at, text)
         for message_id, role, created_at, text in rows_by_id(
-            "id, role, created_at, search_text",
+            "t.id, t.role, t.created_at, d.text",
             session_id=session.pk,
             ids=[message_id for _, message_id in scored],
         )
@@ -362,57 +294,6 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
             )
         )
     return hits
-
-
-def _diversified(scored: list[tuple[float, int]], bodies: dict[int, str], *, count: int) -> list[tuple[float, int]]:
-    """The first `count` of `scored` (best first), those after the best DIVERSE_AFTER picked for what
-    they add: each next one is, among the following DIVERSE_POOL, the one with the highest score minus
-    REDUNDANCY_PENALTY × its largest Jaccard overlap of terms with a result already picked (`bodies`:
-    id → stored terms; the first of equals in `scored`'s order). A near-copy of a result above (the
-    same words said twice, a reply that repeats them) gives its slot to a message that may hold other
-    evidence. A picked result's score is its own minus that penalty.
-
-    A penalty only grows as results are picked, so each pick walks the pool best first and stops at
-    the first score no better than the best penalised one found: most of the pool is never compared,
-    and a message is compared only with the results picked since it last was."""
-    head, pool = scored[:DIVERSE_AFTER], scored[DIVERSE_AFTER : DIVERSE_AFTER + DIVERSE_POOL]
-    if count <= DIVERSE_AFTER or not head or not pool or REDUNDANCY_PENALTY <= 0:
-        return scored[:count]
-    terms: dict[int, frozenset[str]] = {}
-
-    def terms_of(message_id: int) -> frozenset[str]:
-        found = terms.get(message_id)
-        if found is None:
-            found = terms[message_id] = frozenset(bodies.get(message_id, "").split())
-        return found
-
-    picked_terms = [terms_of(message_id) for _, message_id in head]
-    # Per message of the pool: its largest overlap so far, and with how many of picked_terms.
-    overlaps = {message_id: (0.0, 0) for _, message_id in pool}
-    picked_rows = list(head)
-    while pool and len(picked_rows) < count:
-        best_index, best_value = 0, -math.inf
-        for index, (score, message_id) in enumerate(pool):
-            if score <= best_value:
-                break
-            largest, compared = overlaps[message_id]
-            if compared < len(picked_terms):
-                own = terms_of(message_id)
-                for other in picked_terms[compared:]:
-                    shared = len(own & other)
-                    if shared:  # Jaccard: shared terms over all terms of the two
-                        largest = max(largest, shared / (len(own) + len(other) - shared))
-                overlaps[message_id] = (largest, len(picked_terms))
-            if score - REDUNDANCY_PENALTY * largest > best_value:
-                best_index, best_value = index, score - REDUNDANCY_PENALTY * largest
-        _, message_id = pool.pop(best_index)
-        picked_rows.append((best_value, message_id))
-        picked_terms.append(terms_of(message_id))
-    # Each result's score is the one that placed it, never above the one before (best first).
-    ordered = []
-    for score, message_id in (picked_rows + pool + scored[DIVERSE_AFTER + DIVERSE_POOL :])[:count]:
-        ordered.append((min(score, ordered[-1][0]) if ordered else score, message_id))
-    return ordered
 
 
 # The speakers of the chats searched lately in this process (`_early_encoding`), at most SPEAKERS_KEPT.
@@ -624,7 +505,7 @@ def _fused(
     written on a day the query names. BM25F's z-score is over the whole chat: messages that are not
     candidates score 0."""
     lexical = (
-        bm25f_many(
+        ranking.bm25f_many(
             terms=weights,
             fields=[(row[1], row[2]) for row in rows],
             average_body=stats.average_body,

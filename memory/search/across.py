@@ -37,9 +37,10 @@ from django.db import connection
 from conversations.models import Agent, Session
 from conversations.services import UnknownAgent
 from memory import search
-from memory.search import MAX_LIMIT, SPEAKER_BOOST, idf, search_history
-from memory.search.cues import date_spans, named_speaker
-from memory.search.text import query_terms
+from memory.search import MAX_LIMIT, SPEAKER_BOOST, search_history
+from textsearch.cues import date_spans, named_speaker
+from textsearch.ranking import idf
+from textsearch.text import query_terms
 
 # How many chats one search ranks in full (each costs about one chat's search); chosen on LoCoMo and
 # the 1,000-chat data set of bench/search.py (docs/benchmarks.md).

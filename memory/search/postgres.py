@@ -1,14 +1,15 @@
 """PostgreSQL backend: a stored tsvector of session-namespaced terms with a GIN index.
 
 `memory_message_search` is a narrow side table, one row per message with terms: its id and a
-tsvector of the terms of the message's text and context, each prefixed with the session id
+tsvector of the terms of the message's text and context (its search document,
+memory.models.SearchDocument), each prefixed with the session id
 (`12_price`; once the term is common in the session, with the block of ids instead: `12_price_61`,
 see _vectors_insert), built with array_to_tsvector so that PostgreSQL's own parser never re-splits the
 terms we computed in Python. Positions and weights are not stored; ranking (memory.search) needs only
 which messages hold a term.
 
-Why a side table and not a column of conversations_message: a GIN match is a heap visit to fetch
-the row's id, and a message row (content JSON, readable text, terms, context) is ~2.4 KB, so on a
+Why a side table and not a column of memory_searchdocument: a GIN match is a heap visit to fetch
+the row's id, and a document row (readable text, terms, context) is kilobytes, so on a
 long archive the visits of one query land on pages that are rarely in shared_buffers. Side-table rows
 are ~0.7 KB: the recent part of an archive, where bounded lookups of common terms go
 (memory.search), stays cached.
@@ -23,8 +24,8 @@ from __future__ import annotations
 from django.db import connection
 
 from memory.search.shortlist import Lookup, shortlist_sql
-from memory.search.text import index_prefix
 from memory.semantic.postgres import binary_rows
+from textsearch.text import index_prefix
 
 # Once a term is in this many messages of a session, its new postings go into blocks of ids, and its
 # plain posting list stops growing. Blocks hold 2**BLOCK_BITS ids: a bounded lookup reads on average
@@ -49,29 +50,30 @@ def _vectors_insert(rows: str) -> str:
     Runs after _terms_added, which has set `plain_last` for this statement's rows."""
     return f"""
         INSERT INTO memory_message_search (id, vector)
-            SELECT r.id, array_to_tsvector(array_agg(DISTINCT r.session_id::text || '_' || x.term
-                || CASE WHEN r.id > t.plain_last THEN '_' || (r.id >> {BLOCK_BITS})::text ELSE '' END))
+            SELECT r.message_id, array_to_tsvector(array_agg(DISTINCT r.session_id::text || '_' || x.term
+                || CASE WHEN r.message_id > t.plain_last THEN '_' || (r.message_id >> {BLOCK_BITS})::text ELSE '' END))
             FROM {rows} AS r
-            CROSS JOIN LATERAL unnest(string_to_array(r.search_terms || ' ' || r.search_context, ' ')) AS x(term)
+            CROSS JOIN LATERAL unnest(string_to_array(r.terms || ' ' || r.context, ' ')) AS x(term)
             JOIN memory_search_term AS t ON t.session_id = r.session_id AND t.term = x.term
             WHERE x.term <> ''
-            GROUP BY r.id;"""
+            GROUP BY r.message_id;"""
 
 
 def _vectors_delete(rows: str) -> str:
     return f"""
-        DELETE FROM memory_message_search WHERE id IN (SELECT id FROM {rows});"""
+        DELETE FROM memory_message_search WHERE id IN (SELECT message_id FROM {rows});"""
 
 
 def _session_change(rows: str, sign: str) -> str:
-    body = _COUNT.format("search_terms")
-    context = _COUNT.format("search_context")
+    """The sessions' statistics of added (sign '') or removed ('-') documents."""
+    body = _COUNT.format("r.terms")
+    context = _COUNT.format("r.context")
     return f"""
         INSERT INTO memory_search_session AS s
             (session_id, messages, body_terms, context_terms, first_id, last_id, tokens)
-            SELECT session_id, {sign}count(*), {sign}sum({body}), {sign}sum({context}), min(id), max(id),
-                {sign}sum(tokens)
-            FROM {rows} GROUP BY session_id ORDER BY session_id
+            SELECT r.session_id, {sign}count(*), {sign}sum({body}), {sign}sum({context}),
+                min(r.message_id), max(r.message_id), {sign}sum(r.tokens)
+            FROM {rows} AS r GROUP BY r.session_id ORDER BY r.session_id
             ON CONFLICT (session_id) DO UPDATE SET messages = s.messages + excluded.messages,
                 tokens = s.tokens + excluded.tokens,
                 body_terms = s.body_terms + excluded.body_terms,
@@ -86,9 +88,9 @@ def _row_terms(rows: str) -> str:
     return f"""FROM {rows} AS r
             CROSS JOIN LATERAL (
                 SELECT x.term, bool_or(x.body) AS body FROM (
-                    SELECT term, true AS body FROM unnest(string_to_array(r.search_terms, ' ')) AS term
+                    SELECT term, true AS body FROM unnest(string_to_array(r.terms, ' ')) AS term
                     UNION ALL
-                    SELECT term, false FROM unnest(string_to_array(r.search_context, ' ')) AS term
+                    SELECT term, false FROM unnest(string_to_array(r.context, ' ')) AS term
                 ) AS x WHERE x.term <> '' GROUP BY x.term
             ) AS u"""
 
@@ -105,7 +107,7 @@ def _terms_added(rows: str) -> str:
     so that concurrent inserts lock term rows in one order and never deadlock."""
     return f"""
         INSERT INTO memory_search_term AS t (session_id, term, df, plain_last, last_id)
-            SELECT r.session_id, u.term, count(*) FILTER (WHERE u.body), max(r.id), max(r.id)
+            SELECT r.session_id, u.term, count(*) FILTER (WHERE u.body), max(r.message_id), max(r.message_id)
             {_row_terms(rows)}
             GROUP BY 1, 2 ORDER BY 1, 2
             ON CONFLICT (session_id, term) DO UPDATE SET df = t.df + excluded.df,
@@ -168,17 +170,17 @@ INSTALL = [
         END $$""",
     """CREATE FUNCTION memory_search_truncated() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN TRUNCATE memory_message_search, memory_search_session, memory_search_term; RETURN NULL; END $$""",
-    """CREATE TRIGGER memory_search_message_insert AFTER INSERT ON conversations_message
+    """CREATE TRIGGER memory_search_document_insert AFTER INSERT ON memory_searchdocument
         REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_search_inserted()""",
-    """CREATE TRIGGER memory_search_message_delete AFTER DELETE ON conversations_message
+    """CREATE TRIGGER memory_search_document_delete AFTER DELETE ON memory_searchdocument
         REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION memory_search_deleted()""",
-    """CREATE TRIGGER memory_search_message_update AFTER UPDATE ON conversations_message
+    """CREATE TRIGGER memory_search_document_update AFTER UPDATE ON memory_searchdocument
         REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_updated()""",
     """CREATE TRIGGER memory_search_session_delete AFTER DELETE ON conversations_session
         REFERENCING OLD TABLE AS old_rows
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_sessions_deleted()""",
-    """CREATE TRIGGER memory_search_message_truncate AFTER TRUNCATE ON conversations_message
+    """CREATE TRIGGER memory_search_document_truncate AFTER TRUNCATE ON memory_searchdocument
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_truncated()""",
 ]
 
@@ -186,14 +188,14 @@ INSTALL = [
 # (in COMMON_DF messages or more) given an empty plain list, so that they are written in blocks from
 # the start; the GIN index is built after the fill (faster than growing it row by row).
 BACKFILL = [
-    _session_change("conversations_message", ""),
+    _session_change("memory_searchdocument", ""),
     f"""INSERT INTO memory_search_term (session_id, term, df, plain_last, last_id)
         SELECT session_id, term, df, CASE WHEN df >= {COMMON_DF} THEN 0 ELSE last_id END, last_id FROM (
-            SELECT r.session_id, u.term, count(*) FILTER (WHERE u.body) AS df, max(r.id) AS last_id
-            {_row_terms("conversations_message")}
+            SELECT r.session_id, u.term, count(*) FILTER (WHERE u.body) AS df, max(r.message_id) AS last_id
+            {_row_terms("memory_searchdocument")}
             GROUP BY 1, 2
         ) AS terms""",
-    _vectors_insert("conversations_message"),
+    _vectors_insert("memory_searchdocument"),
     # fastupdate off: with it on, new postings wait in a pending list (up to 4 MB) until a vacuum, and
     # every lookup scans the whole list, so searches slow down as messages arrive. Writing into the
     # index directly adds next to nothing to a message append.
@@ -201,11 +203,11 @@ BACKFILL = [
 ]
 
 UNINSTALL = [
-    "DROP TRIGGER IF EXISTS memory_search_message_truncate ON conversations_message",
+    "DROP TRIGGER IF EXISTS memory_search_document_truncate ON memory_searchdocument",
     "DROP TRIGGER IF EXISTS memory_search_session_delete ON conversations_session",
-    "DROP TRIGGER IF EXISTS memory_search_message_update ON conversations_message",
-    "DROP TRIGGER IF EXISTS memory_search_message_delete ON conversations_message",
-    "DROP TRIGGER IF EXISTS memory_search_message_insert ON conversations_message",
+    "DROP TRIGGER IF EXISTS memory_search_document_update ON memory_searchdocument",
+    "DROP TRIGGER IF EXISTS memory_search_document_delete ON memory_searchdocument",
+    "DROP TRIGGER IF EXISTS memory_search_document_insert ON memory_searchdocument",
     "DROP FUNCTION IF EXISTS memory_search_truncated()",
     "DROP FUNCTION IF EXISTS memory_search_sessions_deleted()",
     "DROP FUNCTION IF EXISTS memory_search_updated()",
@@ -214,51 +216,7 @@ UNINSTALL = [
     "DROP TABLE IF EXISTS memory_search_term",
     "DROP TABLE IF EXISTS memory_search_session",
     "DROP TABLE IF EXISTS memory_message_search",
-    # A database migrated before memory 0003 keeps the tsvector as a generated column of the message.
-    "DROP INDEX IF EXISTS memory_message_search_vector",
-    "ALTER TABLE conversations_message DROP COLUMN IF EXISTS search_vector",
 ]
-
-
-def session_tokens_add(cursor) -> None:
-    """Give the sessions' statistics the sum of their messages' token estimates (memory 0009): the
-    column, its value for what is archived, and the trigger functions that keep it."""
-    cursor.execute("ALTER TABLE memory_search_session ADD COLUMN IF NOT EXISTS tokens bigint NOT NULL DEFAULT 0")
-    cursor.execute(
-        "UPDATE memory_search_session AS s SET tokens = coalesce("
-        "(SELECT sum(tokens) FROM conversations_message WHERE session_id = s.session_id), 0)"
-    )
-    for statement in INSTALL:
-        if statement.startswith("CREATE FUNCTION memory_search_"):
-            cursor.execute(statement.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
-
-
-def rebuild(cursor) -> None:
-    """Drop the index, its triggers and statistics, and build them again from the archive: what a
-    migration runs when the design changed. Locks the message table while it runs."""
-    for statement in UNINSTALL + INSTALL:
-        cursor.execute(statement)
-    cursor.execute("SET LOCAL maintenance_work_mem = '256MB'")  # a faster GIN build on a long archive
-    for statement in BACKFILL:
-        cursor.execute(statement)
-
-
-def terms_bounded(cursor) -> bool:
-    """Whether the term statistics record where each term's plain list ends (memory 0004)."""
-    cursor.execute(
-        "SELECT 1 FROM information_schema.columns"
-        " WHERE table_name = 'memory_search_term' AND column_name = 'plain_last'"
-    )
-    return cursor.fetchone() is not None
-
-
-def first_design_installed(cursor) -> bool:
-    """Whether the tsvector is a column of the message table (a database migrated before memory 0003)."""
-    cursor.execute(
-        "SELECT 1 FROM information_schema.columns"
-        " WHERE table_name = 'conversations_message' AND column_name = 'search_vector'"
-    )
-    return cursor.fetchone() is not None
 
 
 # The columns of memory_search_term that memory.search hands back in Lookup.index_stats.
@@ -321,8 +279,8 @@ def candidates(
 # off for its own statements and are put back when it returns, whatever happens. Settings in a
 # transaction of its own cost the search four round trips (begin, set, query, commit) instead of one.
 # The weights are passed as a parameter (exact, whatever extra_float_digits says); the tsqueries are
-# written out, so that the planner sees their lexemes. Migration 0007 runs this text: a change to it
-# needs a migration of its own to reach databases migrated before.
+# written out, so that the planner sees their lexemes. Migration 0007 carries its own copy of this text:
+# a change here needs a migration of its own (with the new text) to reach any database.
 CANDIDATES_INSTALL = [
     """CREATE OR REPLACE FUNCTION memory_search_candidates(
             queries text[], weights float8[], bounds bigint[], max_id bigint, most integer)

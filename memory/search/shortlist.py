@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.speakers import LABEL_CHARS
+from textsearch.speakers import LABEL_CHARS
 
 
 @dataclass(frozen=True)
@@ -20,9 +20,11 @@ class Lookup:
     index_stats: tuple = ()
 
 
-# What ranking reads of a candidate (table alias `t`): its terms and context for BM25F, its time for
-# the date cue, and the start of its text for the speaker cue.
-ROW_COLUMNS = f"t.id, t.search_terms, t.search_context, t.created_at, substr(t.search_text, 1, {LABEL_CHARS})"
+# What ranking reads of a candidate (the message `t`, its search document `d`): its terms and context
+# for BM25F, its time for the date cue, and the start of its text for the speaker cue.
+ROW_COLUMNS = f"t.id, d.terms, d.context, t.created_at, substr(d.text, 1, {LABEL_CHARS})"
+# The message joined with its search document, for ROW_COLUMNS.
+ROW_TABLES = "conversations_message AS t JOIN memory_searchdocument AS d ON d.message_id = t.id"
 
 
 def shortlist_sql(candidates: str, *, vectors_before: int | None) -> str:
@@ -40,5 +42,6 @@ def shortlist_sql(candidates: str, *, vectors_before: int | None) -> str:
         join = f" LEFT JOIN memory_messagevector AS v ON v.message_id = t.id AND v.message_id < {int(vectors_before)}"
     return (
         f"SELECT {ROW_COLUMNS}, {vector} FROM {candidates}"
-        f" JOIN conversations_message AS t ON t.id = c.id{join} WHERE t.session_id = %s"
+        " JOIN conversations_message AS t ON t.id = c.id JOIN memory_searchdocument AS d ON d.message_id = c.id"
+        f"{join} WHERE t.session_id = %s"
     )

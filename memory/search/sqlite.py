@@ -1,8 +1,9 @@
 """SQLite backend: an FTS5 index of session-namespaced terms, kept in sync by triggers.
 
-The index holds, for every message, the terms of its own text and of its context (the message
-before it), each prefixed with the session id (`12_price`): a term's posting list then holds one
-session's messages only, so a search never reads another conversation's postings. `detail=none`
+The index holds, for every message's search document (memory.models.SearchDocument), the terms of its
+own text and of its context (the message before it), each prefixed with the session id (`12_price`):
+a term's posting list then holds one session's messages only, so a search never reads another
+conversation's postings. `detail=none`
 keeps only which messages hold a term; ranking needs nothing more from the index (see
 memory.search). The `ascii` tokenizer splits on ASCII punctuation and spaces only, so the terms we
 hand it (letters and digits, any script) come back exactly as given.
@@ -16,12 +17,12 @@ from __future__ import annotations
 from django.db import connection
 
 from memory.search.shortlist import Lookup, shortlist_sql
-from memory.search.text import index_prefix
+from textsearch.text import index_prefix
 
 
 def _prefixed(row: str) -> str:
-    """SQL for the session-prefixed terms of a message row (`new` or `old`), '' when it has none."""
-    terms = f"trim({row}.search_terms || ' ' || {row}.search_context)"
+    """SQL for the session-prefixed terms of a search document row (`new` or `old`), '' when it has none."""
+    terms = f"trim({row}.terms || ' ' || {row}.context)"
     return (
         f"CASE WHEN {terms} = '' THEN '' ELSE {row}.session_id || '_' || "
         f"replace({terms}, ' ', ' ' || {row}.session_id || '_') END"
@@ -40,39 +41,40 @@ def _json_terms(column: str) -> str:
 def _on_insert(row: str) -> str:
     return f"""
     INSERT INTO memory_message_fts(rowid, terms)
-        SELECT {row}.id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
+        SELECT {row}.message_id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
     INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms, first_id, last_id, tokens)
-        VALUES ({row}.session_id, 1, {_count(row + ".search_terms")}, {_count(row + ".search_context")},
-                {row}.id, {row}.id, {row}.tokens)
+        VALUES ({row}.session_id, 1, {_count(row + ".terms")}, {_count(row + ".context")},
+                {row}.message_id, {row}.message_id, {row}.tokens)
         ON CONFLICT(session_id) DO UPDATE SET messages = messages + 1, tokens = tokens + excluded.tokens,
             first_id = min(first_id, excluded.first_id), last_id = max(last_id, excluded.last_id),
             body_terms = body_terms + excluded.body_terms,
             context_terms = context_terms + excluded.context_terms;
     INSERT INTO memory_search_term(session_id, term, df)
-        SELECT DISTINCT {row}.session_id, value, 1 FROM {_json_terms(row + ".search_terms")}
-        WHERE {row}.search_terms != ''
+        SELECT DISTINCT {row}.session_id, value, 1 FROM {_json_terms(row + ".terms")}
+        WHERE {row}.terms != ''
         ON CONFLICT(session_id, term) DO UPDATE SET df = df + 1;"""
 
 
 def _on_delete(row: str) -> str:
     return f"""
     INSERT INTO memory_message_fts(memory_message_fts, rowid, terms)
-        SELECT 'delete', {row}.id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
+        SELECT 'delete', {row}.message_id, {_prefixed(row)} WHERE {_prefixed(row)} != '';
     UPDATE memory_search_session SET messages = messages - 1, tokens = tokens - {row}.tokens,
-        body_terms = body_terms - {_count(row + ".search_terms")},
-        context_terms = context_terms - {_count(row + ".search_context")}
+        body_terms = body_terms - {_count(row + ".terms")},
+        context_terms = context_terms - {_count(row + ".context")}
         WHERE session_id = {row}.session_id;
     UPDATE memory_search_term SET df = df - 1 WHERE session_id = {row}.session_id
-        AND term IN (SELECT value FROM {_json_terms(row + ".search_terms")});"""
+        AND term IN (SELECT value FROM {_json_terms(row + ".terms")});"""
 
 
 CONTENT_VIEW = "memory_message_fts_content"
 
 # Idempotent: also re-run after every migrate (memory.apps), because SQLite drops a table's triggers
-# when Django's schema editor rebuilds that table for an AlterField.
+# when Django's schema editor rebuilds that table for an AlterField. Migrations carry their own copies
+# (memory 0002, 0009, 0016): a change here needs a migration of its own.
 INSTALL = [
     f"""CREATE VIEW IF NOT EXISTS {CONTENT_VIEW} AS
-        SELECT m.id AS id, {_prefixed("m")} AS terms FROM conversations_message AS m""",
+        SELECT d.message_id AS id, {_prefixed("d")} AS terms FROM memory_searchdocument AS d""",
     f"""CREATE VIRTUAL TABLE IF NOT EXISTS memory_message_fts USING fts5(
         terms, content='{CONTENT_VIEW}', content_rowid='id', detail='none',
         tokenize="ascii tokenchars '_'")""",
@@ -83,12 +85,12 @@ INSTALL = [
     """CREATE TABLE IF NOT EXISTS memory_search_term (
         session_id integer NOT NULL, term text NOT NULL, df integer NOT NULL,
         PRIMARY KEY (session_id, term)) WITHOUT ROWID""",
-    f"""CREATE TRIGGER IF NOT EXISTS memory_search_message_insert AFTER INSERT ON conversations_message
+    f"""CREATE TRIGGER IF NOT EXISTS memory_search_document_insert AFTER INSERT ON memory_searchdocument
         BEGIN {_on_insert("new")} END""",
-    f"""CREATE TRIGGER IF NOT EXISTS memory_search_message_delete AFTER DELETE ON conversations_message
+    f"""CREATE TRIGGER IF NOT EXISTS memory_search_document_delete AFTER DELETE ON memory_searchdocument
         BEGIN {_on_delete("old")} END""",
-    f"""CREATE TRIGGER IF NOT EXISTS memory_search_message_update
-        AFTER UPDATE OF session_id, search_terms, search_context ON conversations_message
+    f"""CREATE TRIGGER IF NOT EXISTS memory_search_document_update
+        AFTER UPDATE OF session_id, terms, context ON memory_searchdocument
         BEGIN {_on_delete("old")} {_on_insert("new")} END""",
     """CREATE TRIGGER IF NOT EXISTS memory_search_session_delete AFTER DELETE ON conversations_session
         BEGIN
@@ -101,40 +103,24 @@ INSTALL = [
 BACKFILL = [
     "INSERT INTO memory_message_fts(memory_message_fts) VALUES ('rebuild')",
     f"""INSERT INTO memory_search_session(session_id, messages, body_terms, context_terms, first_id, last_id, tokens)
-        SELECT session_id, count(*), sum({_count("search_terms")}), sum({_count("search_context")}),
-            min(id), max(id), sum(tokens)
-        FROM conversations_message GROUP BY session_id""",
+        SELECT d.session_id, count(*), sum({_count("d.terms")}), sum({_count("d.context")}),
+            min(d.message_id), max(d.message_id), sum(d.tokens)
+        FROM memory_searchdocument AS d GROUP BY d.session_id""",
     f"""INSERT INTO memory_search_term(session_id, term, df)
-        SELECT m.session_id, t.value, count(DISTINCT m.id) FROM conversations_message AS m,
-        {_json_terms("m.search_terms")} AS t WHERE m.search_terms != '' GROUP BY m.session_id, t.value""",
+        SELECT d.session_id, t.value, count(DISTINCT d.message_id) FROM memory_searchdocument AS d,
+        {_json_terms("d.terms")} AS t WHERE d.terms != '' GROUP BY d.session_id, t.value""",
 ]
 
 UNINSTALL = [
     "DROP TRIGGER IF EXISTS memory_search_session_delete",
-    "DROP TRIGGER IF EXISTS memory_search_message_update",
-    "DROP TRIGGER IF EXISTS memory_search_message_delete",
-    "DROP TRIGGER IF EXISTS memory_search_message_insert",
+    "DROP TRIGGER IF EXISTS memory_search_document_update",
+    "DROP TRIGGER IF EXISTS memory_search_document_delete",
+    "DROP TRIGGER IF EXISTS memory_search_document_insert",
     "DROP TABLE IF EXISTS memory_message_fts",
     f"DROP VIEW IF EXISTS {CONTENT_VIEW}",
     "DROP TABLE IF EXISTS memory_search_term",
     "DROP TABLE IF EXISTS memory_search_session",
 ]
-
-
-def session_tokens_add(cursor) -> None:
-    """Give the sessions' statistics the sum of their messages' token estimates (memory 0009): the
-    column, its value for what is archived, and triggers that keep it."""
-    cursor.execute("SELECT 1 FROM pragma_table_info('memory_search_session') WHERE name = 'tokens'")
-    if cursor.fetchone() is None:
-        cursor.execute("ALTER TABLE memory_search_session ADD COLUMN tokens integer NOT NULL DEFAULT 0")
-    cursor.execute(
-        "UPDATE memory_search_session SET tokens = coalesce("
-        "(SELECT sum(tokens) FROM conversations_message AS m WHERE m.session_id = memory_search_session.session_id), 0)"
-    )
-    for name in ("memory_search_message_insert", "memory_search_message_delete", "memory_search_message_update"):
-        cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
-    for statement in INSTALL:
-        cursor.execute(statement)
 
 
 # The columns of memory_search_term that memory.search hands back in Lookup.index_stats: none, FTS5

@@ -2,7 +2,7 @@
 
 History search ranks by words (memory.search). A question often shares no word with its answer: "Who is
 my new boss?" → "Priya Raman, from the Berlin office." (the reply to "So who do you report to now?").
-A sentence-embedding model (all-MiniLM-L6-v2 on onnxruntime, memory.semantic.encoder) places such
+A sentence-embedding model (all-MiniLM-L6-v2 on onnxruntime, embeddings.encoder) places such
 paraphrases near each other.
 
 - Each message gets one vector (MessageVector): the model's unit vector of its text without its
@@ -17,7 +17,7 @@ paraphrases near each other.
   over the window (`similarities`). A chat still being indexed is not scanned: the search re-ranks its
   best word candidates with `candidate_similarities` instead (memory.search).
 - The question is encoded with 8-bit weights (encoder.encode_query) and the window, cached per process
-  as its stored 8-bit codes, scanned by an integer product (memory.semantic.quantized), both on a
+  as its stored 8-bit codes, scanned by an integer product (embeddings.quantized), both on a
   thread while the words are looked up (`nearest`).
 
 BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" requires it, "off".
@@ -42,10 +42,12 @@ from django.db import connection, transaction
 from conversations.leases import lease_row_take
 from conversations.models import Message
 from conversations.window.selectors import session_messages_since
+from embeddings import encoder, quantized
+from embeddings.vectors import pack, pack_rows, packed, unpack
 from memory.models import MessageVector, VectorIndex, VectorLease
-from memory.semantic import encoder, quantized
+from memory.selectors import MESSAGE_TEXT
 from memory.semantic.postgres import binary_rows
-from memory.speakers import without_label
+from textsearch.speakers import without_label
 
 logger = logging.getLogger(__name__)
 
@@ -73,10 +75,6 @@ BATCH = 64
 JOB_SECONDS = 60
 # A vector job's lease: longer than a job works, shorter than a user would wait for a killed one.
 LEASE_SECONDS = 180
-# A stored vector (MessageVector.vector): its scale, then its 8-bit codes (memory.semantic.quantized:
-# vector ≈ codes × scale), 388 bytes. What the window scan multiplies, stored as it is used: a chat's
-# window is read as half the bytes of float16, and needs no quantizing.
-_PACKED = np.dtype([("scale", "<f4"), ("codes", "i1", (encoder.DIMENSIONS,))])
 
 
 def enabled() -> bool:
@@ -86,29 +84,6 @@ def enabled() -> bool:
     if mode == "on":
         return True
     return encoder.available()
-
-
-def pack_rows(vectors: np.ndarray) -> list[bytes]:
-    """Each row of `vectors` as stored (_PACKED)."""
-    codes, scales = quantized.quantize_rows(np.asarray(vectors, dtype=np.float32).reshape(-1, encoder.DIMENSIONS))
-    packed = np.empty(len(codes), dtype=_PACKED)
-    packed["scale"], packed["codes"] = scales, codes
-    return [row.tobytes() for row in packed]
-
-
-def pack(vector: np.ndarray) -> bytes:
-    return pack_rows(vector)[0]
-
-
-def _packed(blobs: list) -> np.ndarray:
-    """Stored vectors (bytes, or memoryviews from PostgreSQL) as one array of _PACKED."""
-    return np.frombuffer(b"".join(blobs), dtype=_PACKED)
-
-
-def unpack(blobs: list) -> np.ndarray:
-    """Matrix of stored vectors, one row each, float32."""
-    packed = _packed(blobs)
-    return packed["codes"].astype(np.float32) * packed["scale"][:, None]
 
 
 def _embed(texts: list[str]) -> np.ndarray:
@@ -138,7 +113,8 @@ def vectors_update(session_id: int) -> int:
         previous_text = (
             Message.objects.filter(session_id=session_id, id__lte=newest)
             .order_by("-id")
-            .values_list("search_text", flat=True)
+            .annotate(text=MESSAGE_TEXT)
+            .values_list("text", flat=True)
             .first()
             or ""
         )
@@ -146,7 +122,8 @@ def vectors_update(session_id: int) -> int:
         while rows := list(
             Message.objects.filter(session_id=session_id, id__gt=newest)
             .order_by("id")
-            .values_list("id", "search_text")[:BATCH]
+            .annotate(text=MESSAGE_TEXT)
+            .values_list("id", "text")[:BATCH]
         ):
             _write(session_id, rows, previous_text)
             written += len(rows)
@@ -180,7 +157,8 @@ def vectors_fill(session_id: int) -> int:
     while rows := list(
         Message.objects.filter(session_id=session_id, id__gt=after)
         .order_by("id")
-        .values_list("id", "search_text", "vector__message_id")[:1000]
+        .annotate(text=MESSAGE_TEXT)
+        .values_list("id", "text", "vector__message_id")[:1000]
     ):
         run: list[tuple[int, str]] = []  # consecutive messages without a vector
         run_previous = previous_text
@@ -209,14 +187,14 @@ def _write(session_id: int, rows: list[tuple[int, str]], previous_text: str) -> 
     """Write the vectors of consecutive messages `rows` ((id, text)) of a session; `previous_text` is
     the text of the message before the first ("" for the session's first: an empty text embeds as 0)."""
     # What a message says, not who says it: a speaker label ("Caroline: …") is the speaker cue's
-    # (memory.search.cues), and in a sentence vector it pulls towards every message of that speaker.
+    # (textsearch.cues), and in a sentence vector it pulls towards every message of that speaker.
     own = _embed([without_label(text) for text in [previous_text] + [text for _, text in rows]])
     combined = own[1:] + CONTEXT_WEIGHT * own[:-1]
     with transaction.atomic():
         created = MessageVector.objects.bulk_create(
             [
-                MessageVector(message_id=message_id, session_id=session_id, vector=packed)
-                for (message_id, _), packed in zip(rows, pack_rows(combined), strict=True)
+                MessageVector(message_id=message_id, session_id=session_id, vector=vector)
+                for (message_id, _), vector in zip(rows, pack_rows(combined), strict=True)
             ],
             ignore_conflicts=True,
         )
@@ -383,7 +361,11 @@ def candidate_similarities(*, session_id: int, ids: list[int], vector: np.ndarra
     if stored:
         similarity.update(zip(stored, (unpack(list(stored.values())) @ vector).tolist(), strict=True))
     if waiting:
-        texts = dict(Message.objects.filter(session_id=session_id, id__in=waiting).values_list("id", "search_text"))
+        texts = dict(
+            Message.objects.filter(session_id=session_id, id__in=waiting)
+            .annotate(text=MESSAGE_TEXT)
+            .values_list("id", "text")
+        )
         waiting = [message_id for message_id in waiting if message_id in texts]
         for message_id in waiting:
             text = without_label(texts[message_id])
@@ -400,7 +382,8 @@ def indexing_estimate(*, session_id: int, messages: int, sample: int = 32) -> tu
     texts = list(
         session_messages_since(session_id=session_id, since=0)
         .order_by("-session_id", "-id")
-        .values_list("search_text", flat=True)[:sample]
+        .annotate(text=MESSAGE_TEXT)
+        .values_list("text", flat=True)[:sample]
     )
     started = time.perf_counter()
     _embed([without_label(text) for text in texts])
@@ -527,11 +510,11 @@ def _as_window(rows: list[tuple], *, checked_at: float) -> _Window:
     """Rows of (message id, stored vector) in any order → a window in id order."""
     ids = np.array([message_id for message_id, _ in rows], dtype=np.int64)
     order = np.argsort(ids, kind="stable")
-    packed = _packed([rows[index][1] for index in order])
+    stored = packed([rows[index][1] for index in order])
     return _Window(
         ids=ids[order],
-        codes=np.ascontiguousarray(packed["codes"].T),
-        scales=packed["scale"].astype(np.float32),  # a contiguous copy
+        codes=np.ascontiguousarray(stored["codes"].T),
+        scales=stored["scale"].astype(np.float32),  # a contiguous copy
         checked_at=checked_at,
     )
 

@@ -6,8 +6,8 @@ through every other chat's, the longer the larger the archive. Told not to, it r
 (session, message) index as meant: alone for ids and counts (an index-only scan), through a bitmap for
 rows. Settings in a transaction of their own cost the search four round trips per query (begin, set,
 query, commit); a function's `SET` clauses apply to its own statements only and are put back when it
-returns, whatever happens, in one round trip. Installed by migrations memory 0006 (INSTALL) and 0011
-(WHOLE_INSTALL).
+returns, whatever happens, in one round trip. Migrations memory 0006 (INSTALL) and 0011
+(WHOLE_INSTALL) carry their own copies: a change here needs a migration of its own.
 """
 
 from __future__ import annotations

@@ -60,7 +60,7 @@ def test_the_request_is_laid_out_for_the_prompt_cache(api, model, user):
     assert "Alice" in body["system"][0]["text"]
     breakpoints = json.dumps(body).count('"cache_control"')
     assert breakpoints <= 4
-    assert not Message.objects.filter(search_text__contains="Current date and time").exists()
+    assert not Message.objects.filter(search_document__text__contains="Current date and time").exists()
 
 
 def test_hydration_a_fresh_server_process_remembers(model, user, transactional_db):

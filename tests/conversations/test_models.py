@@ -51,7 +51,7 @@ def test_message_facts_are_computed_once_on_write(session):
     message.refresh_from_db()
     assert message.tokens == estimate_tokens(blocks)
     assert message.is_turn_start is True
-    assert "héllo wörld" in message.search_text
+    assert "héllo wörld" in message.search_document.text  # indexed with it (memory)
     tool_result = message_append(
         session=session,
         role="user",

@@ -6,15 +6,14 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
-from hypothesis import given
-from hypothesis import settings as hypothesis_settings
-from hypothesis import strategies as st
 
 import memory.search as search
 from conversations.models import Message
 from conversations.services import message_append, message_build, messages_bulk_append, session_get_or_create
+from memory.models import SearchDocument
 from memory.search import search_history
-from memory.search.text import index_prefix, index_terms, query_terms, snippet
+from textsearch import ranking
+from textsearch.text import index_prefix, index_terms, query_terms, snippet
 
 pytestmark = pytest.mark.django_db
 
@@ -100,7 +99,7 @@ def test_reply_after_tool_round_trips_keeps_the_prompt_as_context(session):
     say(session, "user", [{"type": "tool_result", "tool_use_id": "tu_1", "content": "ok"}])
     final = say(session, "assistant", "It is with Dr. Okafor on Tuesday at 3pm.")
 
-    assert "dentist" in final.search_context.split()
+    assert "dentist" in final.search_document.context.split()
     assert final.id in ids(search_history(session=session, query="when is my dentist appointment", limit=5))
 
 
@@ -113,8 +112,8 @@ def test_bulk_append_chains_context_like_message_append(session):
     messages_bulk_append(messages=built)
     reply, follow_up = Message.objects.filter(session=session).order_by("id")[1:3]
 
-    assert "offsit" in reply.search_context.split()
-    assert "porto" in follow_up.search_context.split()
+    assert "offsit" in reply.search_document.context.split()
+    assert "porto" in follow_up.search_document.context.split()
     assert reply.id in ids(search_history(session=session, query="offsite location", limit=5))
 
 
@@ -169,8 +168,8 @@ def test_indexed_text_is_what_a_person_reads_not_json(session):
     result = [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}]}]
     say(session, "user", result)
 
-    assert "rainfal" in message.search_terms.split()
-    assert not {"type", "tool_use", "input", "id"} & set(message.search_terms.split())
+    assert "rainfal" in message.search_document.terms.split()
+    assert not {"type", "tool_use", "input", "id"} & set(message.search_document.terms.split())
     assert search_history(session=session, query="type input", limit=5) == []
     assert ids(search_history(session=session, query="rainfall chart", limit=5))[0] == message.id
 
@@ -257,7 +256,7 @@ def test_index_follows_updates_and_deletes(session):
     changed = say(session, "assistant", "Tickets for the walrus sanctuary cost nine euros.")
 
     terms = index_terms("Tickets for the pelican colony cost nine euros.")
-    Message.objects.filter(pk=changed.pk).update(search_terms=" ".join(terms))
+    SearchDocument.objects.filter(pk=changed.pk).update(terms=" ".join(terms))
 
     assert ids(search_history(session=session, query="pelican colony", limit=5)) == [changed.id]
     # "walrus" is left only in its context (the prompt before it): the other message now ranks first
@@ -277,37 +276,6 @@ def test_index_follows_updates_and_deletes(session):
 
 
 @pytest.mark.postgres
-def test_postgres_upgrade_moves_the_vector_to_the_side_table(session):
-    """memory 0003 on a database built with the first design (the tsvector as a generated column of the
-    message table): the column goes, the side table and statistics are rebuilt from the archive."""
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL only")
-    import importlib
-
-    from memory.search import postgres
-
-    upgrade = importlib.import_module("memory.migrations.0003_search_side_table").upgrade
-    old = say(session, "user", "Our lighthouse keeper retires in June.")
-    say(session, "assistant", "Then the lighthouse needs a new keeper.")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks: ALTER TABLE refuses them
-        cursor.execute("DROP TABLE memory_message_search")  # what the first design did not have
-        cursor.execute("TRUNCATE memory_search_session, memory_search_term")
-        cursor.execute("ALTER TABLE conversations_message ADD COLUMN search_vector tsvector")
-        assert postgres.first_design_installed(cursor)
-
-    with connection.schema_editor() as editor:
-        upgrade(None, editor)
-
-    with connection.cursor() as cursor:
-        assert not postgres.first_design_installed(cursor)
-        cursor.execute("SELECT count(*) FROM memory_message_search")
-        assert cursor.fetchone()[0] == 2
-    assert ids(search_history(session=session, query="lighthouse keeper retiring", limit=5))[0] == old.id
-    newer = say(session, "user", "The keeper's cottage will be sold.")  # the triggers work again
-    assert ids(search_history(session=session, query="cottage", limit=5)) == [newer.id]
-
-
 def _postgres_term_lists(session_id: int, term: str) -> tuple[list[int], list[int], int, int]:
     """The ids of a term's plain and blocked postings in the PostgreSQL index, with its plain_last and
     last_id statistics."""
@@ -347,35 +315,6 @@ def _assert_postgres_lists_bounded(session_id: int, term: str) -> None:
 
 
 @pytest.mark.postgres
-def test_postgres_upgrade_records_where_plain_lists_end(session):
-    """memory 0004 on a database built before the term statistics had plain_last and last_id: the index
-    is rebuilt with them, and searches and appends work as before."""
-    if connection.vendor != "postgresql":
-        pytest.skip("PostgreSQL only")
-    import importlib
-
-    from memory.search import postgres
-
-    upgrade = importlib.import_module("memory.migrations.0004_search_plain_bounds").upgrade
-    old = say(session, "user", "The canal boat needs a new engine.")
-    say(session, "assistant", "Then we should ask the mechanic in town.")
-    with connection.cursor() as cursor:
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # no pending FK checks: DROP TRIGGER refuses them
-        cursor.execute("ALTER TABLE memory_search_term DROP COLUMN plain_last, DROP COLUMN last_id")
-        assert not postgres.terms_bounded(cursor)
-
-    with connection.schema_editor() as editor:
-        upgrade(None, editor)
-
-    with connection.cursor() as cursor:
-        assert postgres.terms_bounded(cursor)
-    assert ids(search_history(session=session, query="canal boat engine", limit=5))[0] == old.id
-    newer = say(session, "user", "The canal freezes in January.")
-    assert ids(search_history(session=session, query="freezes", limit=5)) == [newer.id]
-    _assert_postgres_lists_bounded(session.pk, index_terms("canal")[0])
-
-
-@pytest.mark.postgres
 def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session):
     """On PostgreSQL a term's postings go into id blocks once it is common in the session; a lookup,
     bounded or not, still returns exactly the messages holding the term (own text or context), and a
@@ -399,8 +338,8 @@ def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session
         )
     later = [say(session, "assistant", f"The ferry was late again, by {index} minutes.") for index in range(3)]
 
-    everything = list(Message.objects.filter(session=session).order_by("id"))
-    holding = [m.id for m in everything if ferry in (m.search_terms + " " + m.search_context).split()]
+    everything = list(SearchDocument.objects.filter(session=session).order_by("message_id"))
+    holding = [d.message_id for d in everything if ferry in (d.terms + " " + d.context).split()]
     assert len(holding) == plain + len(later)
     plain_ids, blocked_ids, plain_last, last_id = _postgres_term_lists(session.pk, ferry)
     assert plain_ids == holding[:plain]  # each posting once, in one list or the other
@@ -412,8 +351,8 @@ def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session
         found = postgres.candidates(
             session_id=session.pk,
             lookups=[Lookup(term=ferry, min_id=min_id, weight=1.0, index_stats=(plain_last, last_id))],
-            first_id=everything[0].id,
-            max_id=everything[-1].id,
+            first_id=everything[0].message_id,
+            max_id=everything[-1].message_id,
             limit=10_000,
         )
         assert sorted(row[0] for row in found) == [message_id for message_id in holding if message_id >= min_id]
@@ -464,7 +403,7 @@ def test_postgres_concurrent_appends_keep_plain_and_blocked_lists_apart(session)
     assert blocked_ids  # it became common on the way
     _assert_postgres_lists_bounded(session.pk, kayak)
     written = list(
-        Message.objects.filter(session=session, search_text__startswith="Writer").values_list("id", flat=True)
+        Message.objects.filter(session=session, search_document__text__startswith="Writer").values_list("id", flat=True)
     )
     found = postgres.candidates(
         session_id=session.pk,
@@ -527,86 +466,6 @@ def test_postgres_lookup_settings_do_not_leak_into_the_callers_transaction(sessi
         )
     assert failed.value.__cause__.sqlstate == "42601"  # a syntax error, not a missing function
     assert current() == before
-
-
-def _bm25f_reference(*, terms, body: list[str], context: list[str], average_body, average_context) -> float:
-    """BM25F as written in the literature, over lists of terms: what search.bm25f computes from the
-    stored strings."""
-    body_norm = 1 - search.B + search.B * len(body) / average_body
-    context_norm = 1 - search.B + search.B * len(context) / average_context
-    score = 0.0
-    for term, weight in terms.items():
-        frequency = body.count(term) / body_norm + (search.CONTEXT_WEIGHT / context_norm if term in context else 0)
-        if frequency:
-            score += weight * frequency * (search.K1 + 1) / (frequency + search.K1)
-    return score
-
-
-_TERMS = st.sampled_from(["a", "ab", "b", "ba", "price", "pric", "rice", "x1"])
-
-
-@given(
-    body=st.lists(_TERMS, max_size=12),
-    context=st.lists(_TERMS, max_size=6, unique=True),
-    query=st.dictionaries(_TERMS, st.floats(0.1, 10), min_size=1, max_size=4),
-)
-def test_bm25f_counts_whole_terms_in_the_stored_strings(body, context, query):
-    """Scored from the stored strings: repeated neighbours ("a a a") each count, and a term never
-    matches inside a longer one ("rice" in "price")."""
-    averages = {"average_body": 5.0, "average_context": 3.0}
-    expected = _bm25f_reference(terms=query, body=body, context=context, **averages)
-    stored = search.bm25f(terms=query, body=" ".join(body), context=" ".join(context), **averages)
-    assert stored == pytest.approx(expected, rel=1e-12, abs=1e-12)
-    # A search scores its candidates together: each the same as alone, in order.
-    fields = [(" ".join(body), " ".join(context)), ("", ""), (" ".join(context), " ".join(body))]
-    together = search.bm25f_many(terms=query, fields=fields, **averages)
-    alone = [_bm25f_reference(terms=query, body=b.split(), context=c.split(), **averages) for b, c in fields]
-    assert together == pytest.approx(alone, rel=1e-12, abs=1e-12)
-
-
-def _diversified_reference(scored, bodies, *, count):
-    """Diversity as the ranking defines it, computed the plain way: every pick compares every message
-    left in the pool with every result picked so far."""
-    head = scored[: search.DIVERSE_AFTER]
-    pool = scored[search.DIVERSE_AFTER : search.DIVERSE_AFTER + search.DIVERSE_POOL]
-    if count <= search.DIVERSE_AFTER or not head or not pool:
-        return scored[:count]
-    terms = {message_id: set(bodies[message_id].split()) for _, message_id in scored}
-
-    def penalty(message_id, picked):
-        overlaps = [
-            len(terms[message_id] & terms[other]) / len(terms[message_id] | terms[other])
-            for _, other in picked
-            if terms[message_id] | terms[other]
-        ]
-        return search.REDUNDANCY_PENALTY * max(overlaps, default=0.0)
-
-    picked = list(head)
-    while pool and len(picked) < count:
-        values = [score - penalty(message_id, picked) for score, message_id in pool]
-        best = values.index(max(values))  # the first of equals
-        picked.append((values[best], pool.pop(best)[1]))
-    ordered = []
-    for score, message_id in (picked + pool + scored[search.DIVERSE_AFTER + search.DIVERSE_POOL :])[:count]:
-        ordered.append((min(score, ordered[-1][0]) if ordered else score, message_id))
-    return ordered
-
-
-@hypothesis_settings(max_examples=300)
-@given(
-    messages=st.lists(
-        st.tuples(st.integers(-40, 40).map(lambda value: value / 4), st.lists(_TERMS, max_size=6)), max_size=60
-    ),
-    count=st.integers(1, 30),
-)
-def test_diversity_picks_what_comparing_every_pair_picks(messages, count):
-    """_diversified compares a message only with the results picked since it last was, and stops a
-    pick at the first score no better than the best penalised one: the same picks, scores and order as
-    comparing everything (scores on a coarse grid, so that equal ones occur)."""
-    scored = sorted(((score, message_id) for message_id, (score, _) in enumerate(messages)), reverse=True)
-    bodies = {message_id: " ".join(terms) for message_id, (_, terms) in enumerate(messages)}
-
-    assert search._diversified(list(scored), bodies, count=count) == _diversified_reference(scored, bodies, count=count)
 
 
 HOSTILE_QUERIES = [
@@ -771,7 +630,7 @@ def test_results_after_the_first_five_skip_near_copies_of_those_above(session, m
     other = say(session, "user", "The old lighthouse on the cliff stood empty for a century.")
 
     diverse = search_history(session=session, query="lighthouse keeper", limit=6)
-    monkeypatch.setattr(search, "REDUNDANCY_PENALTY", 0.0)
+    monkeypatch.setattr(ranking, "REDUNDANCY_PENALTY", 0.0)
     by_score = ids(search_history(session=session, query="lighthouse keeper", limit=6))
 
     assert by_score[5] in {copy.id for copy in copies}

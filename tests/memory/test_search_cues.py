@@ -1,4 +1,4 @@
-"""What a question says besides its words (memory.search.cues): who said it, and when; what surrounds a
+"""What a question says besides its words (textsearch.cues): who said it, and when; what surrounds a
 message (the message after it, the rest of its day); and a chat still being indexed ranked as well as
 words rank it. On SQLite, and on PostgreSQL when DATABASE_URL says so."""
 
@@ -10,11 +10,12 @@ import pytest
 
 from conversations.models import Message
 from conversations.services import message_append
+from embeddings import encoder
 from memory import semantic
 from memory.models import MessageVector
-from memory.search import cues, search_history
-from memory.semantic import encoder
-from memory.speakers import without_label
+from memory.search import search_history
+from textsearch import cues
+from textsearch.speakers import without_label
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ import pytest
 from conversations.models import Message
 from conversations.services import message_build, messages_bulk_append
 from devtools import locomo
+from embeddings import encoder
 from memory import semantic
 from memory.search import search_history
-from memory.semantic import encoder
 
 pytestmark = pytest.mark.django_db
 

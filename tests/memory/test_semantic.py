@@ -13,10 +13,10 @@ from django.test import Client, override_settings
 
 from conversations.models import Message
 from conversations.services import message_append
+from embeddings import encoder
 from memory import semantic
-from memory.models import MessageVector
+from memory.models import MessageVector, SearchDocument
 from memory.search import search_history
-from memory.semantic import encoder
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +66,7 @@ def test_each_message_gets_its_vector_plus_the_one_before_it(session, semantic_o
 
     assert semantic.vectors_update(session.pk) == 3
 
-    own_first, own_second = encoder.encode([first.search_text, second.search_text])
+    own_first, own_second = encoder.encode([first.search_document.text, second.search_document.text])
     # Stored in 8 bits: each component within half a step (max |x| / 63) of the vector.
     np.testing.assert_allclose(stored(first), own_first, atol=4e-3)
     np.testing.assert_allclose(stored(second), own_second + semantic.CONTEXT_WEIGHT * own_first, atol=4e-3)
@@ -305,7 +305,7 @@ def test_the_cached_window_follows_new_filled_and_deleted_vectors(session, seman
 
     # An older vector written after the window was cached (embed_history filling a gap).
     older = Message.objects.filter(session=session).order_by("id")[5]
-    Message.objects.filter(pk=older.pk).update(search_text="My manager is Priya now, she runs the Berlin office.")
+    SearchDocument.objects.filter(pk=older.pk).update(text="My manager is Priya now, she runs the Berlin office.")
     MessageVector.objects.filter(message=older).delete()
     search_history(session=session, query=query, limit=3)
     semantic.vectors_fill(session.pk)
@@ -369,7 +369,7 @@ def test_import_history_says_how_long_indexing_will_take(tmp_path, user, agent, 
 def test_the_cached_window_is_checked_whole_only_now_and_then(session, semantic_on, monkeypatch):
     small_talk(session, 12)
     older = Message.objects.filter(session=session).order_by("id")[5]
-    Message.objects.filter(pk=older.pk).update(search_text="My manager is Priya now, she runs the Berlin office.")
+    SearchDocument.objects.filter(pk=older.pk).update(text="My manager is Priya now, she runs the Berlin office.")
     semantic.vectors_update(session.pk)
     MessageVector.objects.filter(message=older).delete()  # a job that never ran for it
     query = "Who is my new boss?"
@@ -394,7 +394,7 @@ def test_a_forked_process_encodes_on_a_pool_of_its_own(semantic_on, monkeypatch)
 
 
 def test_warm_up_builds_what_the_first_search_would_wait_for(semantic_on, settings, monkeypatch, caplog):
-    from memory.semantic import quantized
+    from embeddings import quantized
 
     model = encoder._model()
     monkeypatch.setattr(model, "_quantized", encoder._UNBUILT)
@@ -469,7 +469,7 @@ def test_a_chat_is_indexed_whole_from_its_first_message(session, other_user, sem
     assert semantic.vectors_update(session.pk) + semantic.vectors_update(session.pk) == 7
     assert semantic.index_progress(session_id=session.pk, messages=12) == (12, 12)
     # A vector's context is the message before it in this chat, not the id before it.
-    own_sixth, own_fifth = encoder.encode([mine[5].search_text, mine[4].search_text])
+    own_sixth, own_fifth = encoder.encode([mine[5].search_document.text, mine[4].search_document.text])
     np.testing.assert_allclose(stored(mine[5]), own_sixth + semantic.CONTEXT_WEIGHT * own_fifth, atol=2e-3)
 
 
@@ -645,3 +645,12 @@ def test_the_question_is_encoded_without_the_speakers_the_chat_has_now(session, 
     encoded.clear()
     search_history(session=session, query=query, limit=3)  # the speakers it saw are still the chat's
     assert encoded == ["What did say about the support group?"]
+
+
+def test_the_encoder_reads_its_model_directory_from_the_setting(settings, tmp_path):
+    """memory/apps.py points the plain encoder at BUDDY_EMBEDDING_MODEL, read on every use."""
+    bundled = encoder.model_dir()
+    settings.BUDDY_EMBEDDING_MODEL = str(tmp_path)
+    assert encoder.model_dir() == tmp_path and not encoder.available()
+    settings.BUDDY_EMBEDDING_MODEL = ""
+    assert encoder.model_dir() == bundled

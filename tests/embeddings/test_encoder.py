@@ -1,4 +1,4 @@
-"""The sentence encoder (memory.semantic.encoder: one ONNX graph, float32 or 8-bit) against the official
+"""The sentence encoder (embeddings.encoder: one ONNX graph, float32 or 8-bit) against the official
 all-MiniLM-L6-v2.
 
 data/minilm_reference.json holds the vectors sentence-transformers computes for a dozen texts (short,
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory.semantic import encoder
+from embeddings import encoder
 
 REFERENCE = json.loads((Path(__file__).parent / "data" / "minilm_reference.json").read_text(encoding="utf-8"))
 
@@ -128,19 +128,23 @@ def test_query_encoder_that_cannot_be_built_logs_and_falls_back(monkeypatch, cap
     assert caplog.text.count("could not be built") == 1
 
 
-def test_the_model_directory_follows_the_setting(settings, tmp_path) -> None:
+def test_the_model_directory_is_the_configured_one(tmp_path) -> None:
     bundled = encoder.model_dir()
     assert encoder.available()
+    configured = {"path": str(tmp_path)}  # a directory without the model's files
+    encoder.model_source(lambda: configured["path"])
+    try:
+        assert encoder.model_dir() == tmp_path
+        assert not encoder.available()
+        with pytest.raises(RuntimeError, match="model.safetensors"):
+            encoder.encode(["hello"])
 
-    settings.BUDDY_EMBEDDING_MODEL = str(tmp_path)  # a directory without the model's files
-    assert encoder.model_dir() == tmp_path
-    assert not encoder.available()
-    with pytest.raises(RuntimeError, match="model.safetensors"):
-        encoder.encode(["hello"])
-
-    settings.BUDDY_EMBEDDING_MODEL = str(bundled)
-    assert encoder.available()
-    assert encoder.encode(["hello"]).shape == (1, encoder.DIMENSIONS)
+        configured["path"] = str(bundled)
+        assert encoder.available()
+        assert encoder.encode(["hello"]).shape == (1, encoder.DIMENSIONS)
+    finally:
+        encoder.model_source(str)
+    assert encoder.model_dir() == bundled
 
 
 def test_float32_and_8_bit_vectors_come_from_one_graph_builder() -> None:
@@ -154,11 +158,3 @@ def test_float32_and_8_bit_vectors_come_from_one_graph_builder() -> None:
     assert operators(float_graph) - {"MatMul"} <= operators(eight_bit_graph)
     assert "MatMulInteger" not in operators(float_graph)
     assert {"MatMulInteger", "DynamicQuantizeLinear"} <= operators(eight_bit_graph)
-
-
-def test_onnx_and_onnxruntime_are_required(monkeypatch) -> None:
-    import sys
-
-    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # `import onnxruntime` raises ImportError
-
-    assert "the Python package 'onnxruntime'" in encoder._missing()

@@ -1,6 +1,6 @@
 """Speaker labels: a transcript of several people, imported into a chat, starts each message with its
 speaker's name ("Caroline: I went to a support group yesterday"). Search reads them as a cue
-(memory.search.cues); the sentence vectors leave them out (memory.semantic). docs/search.md.
+(textsearch.cues); the sentence vectors leave them out (memory.semantic). docs/search.md.
 """
 
 from __future__ import annotations

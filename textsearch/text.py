@@ -12,6 +12,7 @@ index formats rely on.
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
@@ -162,7 +163,16 @@ _DERIVATIONS = (
     ("i", ""),  # "allergi" (allergy) → "allerg" (allergic), "strategi" → "strateg"
 )
 
-_stemmer = snowballstemmer.stemmer("english")
+# A Snowball stemmer keeps the word it is working on in its own attributes, so two threads sharing one
+# overwrite each other's word half way: wrong stems, or IndexError. Each thread gets its own.
+_stemmers = threading.local()
+
+
+def _stem(word: str) -> str:
+    stemmer = getattr(_stemmers, "english", None)
+    if stemmer is None:
+        stemmer = _stemmers.english = snowballstemmer.stemmer("english")
+    return stemmer.stemWord(word)
 
 
 def fold(text: str) -> str:
@@ -175,9 +185,10 @@ def fold(text: str) -> str:
 
 @lru_cache(maxsize=200_000)
 def term_of(word: str) -> str:
-    """The index term of one folded token (not a stop word)."""
+    """The index term of one folded token (not a stop word). A pure function of the word (each thread
+    stems with its own stemmer), so the cache shared by all threads only ever holds right terms."""
     word = _IRREGULAR.get(word, word)
-    stem = _stemmer.stemWord(word)
+    stem = _stem(word)
     if len(stem) >= 5:
         for ending, replacement in _DERIVATIONS:
             if stem.endswith(ending):

