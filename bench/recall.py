@@ -1,6 +1,7 @@
 """Retrieval quality of history search on real conversations: LoCoMo's evidence recall@5 / recall@10.
 
     .venv/bin/python bench/recall.py [PATH]        # SQLite: var/bench/locomo.sqlite3, rebuilt each run
+    .venv/bin/python bench/recall.py --across      # each question in its own chat and across all chats
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/buddy_bench_locomo .venv/bin/python bench/recall.py
 
 PATH is a LoCoMo file (default ../shared/data/locomo-dev.json); devtools/locomo.py reads it the way
@@ -14,6 +15,10 @@ of a search. The rankers:
   `LIKE` per word of 3+ letters, most words matched first);
 - FTS5 baseline: SQLite FTS5 with porter stemming, an OR of the question's keywords, `bm25()` with
   each turn's neighbouring turns as a second column weighted 0.3;
+- with `--across`, only two rows and how many chats a search ranks in full: each question asked in its
+  own chat (search_history) and across all the user's chats (memory.search.across.search_all_chats,
+  `GET /search`), where only a hit in the question's own chat can be its evidence; with `--sweep`
+  also with CHATS_SEARCHED from 1 up to the number of chats;
 - Buddy's search with its parts taken away one at a time (module constants and settings switched for
   the row), and as configured by default, right after the import (no vectors yet), with half of each
   chat indexed, and after indexing.
@@ -108,6 +113,42 @@ class Chats:
                 .values_list("id", "text")
             )
             semantic._write_batched(session.pk, rows, "")
+
+
+def across_ranker(chats: Chats) -> Rank:
+    """Search across all the bench user's chats; a hit in another chat than the question's is never its
+    evidence (-1)."""
+    from memory.search.across import search_all_chats
+
+    numbers = {session.chat_id: number for number, session in enumerate(chats.sessions)}
+    user = chats.sessions[0].user
+
+    def rank(number: int, question: locomo.Question) -> list[int]:
+        hits = search_all_chats(user=user, query=question.text, limit=max(KS))
+        return [chats.index_of[number][hit.message_id] if numbers[hit.chat_id] == number else -1 for hit in hits]
+
+    return rank
+
+
+def across_rows(conversations: list[locomo.Conversation], chats: Chats, *, sweep: bool) -> None:
+    """Each question in its own chat, then across all chats (with `sweep`, CHATS_SEARCHED from 1 up),
+    after indexing, semantic search on; and the ratio of recall@10 across to recall@10 in its own chat."""
+    from memory.search import across
+
+    chats.index()
+    own = evaluate(conversations, chats.ranker())
+    report("in its own chat (`/memory/search`)", own)
+    default = across.CHATS_SEARCHED
+    for count in sorted({*(range(1, len(conversations) + 1) if sweep else ()), default}):
+        across.CHATS_SEARCHED = count
+        try:
+            result = evaluate(conversations, across_ranker(chats))
+        finally:
+            across.CHATS_SEARCHED = default
+        marker = " (default)" if count == default else ""
+        report(f"across all chats (`/search`), {count} chats ranked in full{marker}", result)
+        ratios = {k: result["at"][k] / own["at"][k] for k in KS}
+        print(f"|   ratio to its own chat: @5 {ratios[5]:.3f}, @10 {ratios[10]:.3f} |", flush=True)
 
 
 def like_ranker(chats: Chats, *, per_word: bool) -> Rank:
@@ -232,6 +273,8 @@ def main() -> None:
     parser.add_argument("path", nargs="?", default=str(locomo.DEFAULT_PATH), help="a LoCoMo JSON file")
     parser.add_argument("--conversations", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--only", default="", help="only the rows whose name holds this text (case-insensitive)")
+    parser.add_argument("--across", action="store_true", help="each question in its own chat and across all chats")
+    parser.add_argument("--sweep", action="store_true", help="with --across: also 1, 2, … chats ranked in full")
     args = parser.parse_args()
     if not Path(args.path).exists():
         sys.exit(f"{args.path}: no such file (LoCoMo is not shipped with Buddy; see devtools/locomo.py)")
@@ -250,6 +293,9 @@ def main() -> None:
     print(f"\n| ranker | recall@5 | recall@10 | {categories} | median ms |")
     print("| --- | ---: | ---: |" + " ---: |" * (len(locomo.CATEGORIES) + 1))
 
+    if args.across:
+        across_rows(conversations, chats, sweep=args.sweep)
+        return
     wanted = args.only.lower()
 
     def run(name: str, ranker: Callable[[], Rank], *, mode: str = "on", **constants: float) -> None:

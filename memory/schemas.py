@@ -4,7 +4,8 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
-from conversations.schemas import ChatIn
+from conversations.refs import AgentParam
+from conversations.schemas import ChatIn, NotBlankText, ObjectIn
 
 
 class SearchIn(ChatIn):
@@ -25,6 +26,31 @@ class SearchResultOut(Schema):
 
 class SearchOut(Schema):
     results: list[SearchResultOut]
+
+
+# A question, not a document: longer text is refused rather than cut (its terms beyond the first 32
+# are dropped anyway, memory.search.text).
+ACROSS_QUERY_MAX_CHARS = 1000
+
+
+class AllChatsSearchIn(ObjectIn):
+    q: NotBlankText = Field(
+        ...,
+        max_length=ACROSS_QUERY_MAX_CHARS,
+        description=f"A natural-language query: 1–{ACROSS_QUERY_MAX_CHARS} characters, not only spaces.",
+    )
+    agent: AgentParam | None = Field(None, description="Only this agent's chats; absent or empty: every agent's.")
+    limit: int = Field(20, ge=1, le=50)
+
+
+class AllChatsResultOut(SearchResultOut):
+    agent: str
+    chat_id: str
+    chat_title: str = Field(description="The chat's name: the start of its first prompt, or the one the user gave it.")
+
+
+class AllChatsSearchOut(Schema):
+    results: list[AllChatsResultOut]
 
 
 class SummaryOut(Schema):

@@ -66,6 +66,7 @@ def page_config(*, user, default_agent: Agent | None, theme: str = Theme.SYSTEM)
             "noteVersions": reverse("api:notes_versions"),
             "noteRestore": reverse("api:notes_restore"),
             "preferences": reverse("api:preferences"),
+            "search": reverse("api:search_all"),
             "socket": socket_path(),
         },
         "limits": {

@@ -20,6 +20,7 @@ import { ConversationLog } from "./log.js";
 import { configureMarkdown } from "./markdown.js";
 import { MemoryView } from "./memory.js";
 import { Place } from "./place.js";
+import { ChatSearch } from "./search.js";
 import { ReconnectingSocket, socketUrl } from "./socket.js";
 import { asText } from "./text.js";
 import { ThemePicker } from "./theme.js";
@@ -120,6 +121,16 @@ class BuddyApp {
       notify,
       dom: dom.memory,
     });
+    // The chat list's header holds the slot when there is one; the page header's otherwise.
+    if (dom.searchSlot) {
+      this.search = new ChatSearch({
+        api,
+        url: urls.search,
+        slot: dom.searchSlot,
+        agentName: (slug) => [...dom.agentSelect.options].find((option) => option.value === slug)?.textContent.trim() || slug,
+        notify,
+      });
+    }
     this.routeFrame = frameRouter(this.frameHandlers());
   }
 

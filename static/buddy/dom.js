@@ -5,6 +5,7 @@ export function collectDom() {
   return {
     toasts: byId("toasts"),
     agentSelect: byId("agent"),
+    searchSlot: byId("chat-search-slot"),
     themeSelect: byId("theme-choice"),
     connection: { pill: byId("connection"), text: byId("connection-text"), retry: byId("reconnect-now") },
     composer: {

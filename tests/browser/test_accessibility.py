@@ -1,6 +1,7 @@
 """axe-core (vendored for the tests: tests/browser/vendor) finds no serious or critical violation on the
 page — with canvas elements, Markdown replies and sources, with the Memory view and a note's history
-open, light and dark, at 1440 and 390 px — nor on the login page or the admin's session page.
+open, with the search's results shown, light and dark, at 1440 and 390 px — nor on the login page or
+the admin's session page.
 
 axe is injected into a browser context made with `bypass_csp=True`: the page's Content-Security-Policy
 refuses inline script, as it should for users; the policy itself is never weakened."""
@@ -80,6 +81,11 @@ def test_the_page_has_no_serious_violation(browser, live_server_url, user, width
     card = page.get_by_role("region", name="Memory").get_by_role("article").filter(has_text="plans.md")
     card.get_by_role("button", name="History of /memories/plans.md").click()
     card.get_by_role("list", name="Versions of /memories/plans.md").wait_for()
+    assert violations(page) == []
+
+    page.keyboard.press("Control+k")  # the search over all chats, its results open
+    page.get_by_role("searchbox", name="Search everything").fill("Lisbon plan")
+    page.get_by_role("list", name="Results").get_by_role("link").first.wait_for()
     assert violations(page) == []
     assert page.js_errors == []
     page.context.close()

@@ -36,6 +36,7 @@ API_OPERATIONS = {
     "noteVersions": "notes_versions",
     "noteRestore": "notes_restore",
     "preferences": "preferences",
+    "search": "search_all",
 }
 
 

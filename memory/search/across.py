@@ -1,0 +1,207 @@
+"""The person's search across all their chats (`GET /search`; docs/search.md, "Across chats").
+
+A chat's search (memory.search.search_history) ranks its messages against that chat's own statistics:
+its term frequencies, its speakers, its sentence vectors, each score a z-score over the chat. Across
+chats the same ranking runs in each chat worth searching, and the results meet on that scale:
+
+1. The question's terms are weighed with the user's statistics (the chats' document frequencies and
+   message counts summed over every chat searched): a word common in one chat but rare across the
+   user's chats still tells chats apart.
+2. Each chat gets the summed weight of the terms it holds, plus DATE_CHAT_BONUS when it has a message
+   on a day the question names. The best CHATS_SEARCHED chats with a positive score are searched; a
+   question none of whose words any chat holds (and that names no day one has) searches the chats with
+   the newest messages, where meaning alone may still find it.
+3. Each of those chats is searched as its own search does it (words, cues, meaning, with its own
+   statistics), and the hits are merged by score: each score is the message's distance from its own
+   chat's mean in standard deviations, plus the cues' boosts, so it says how much a message stands out
+   in its chat whatever the chat's size. But a z-score is highest where the question's words are
+   rarest, so a chat that mentions them once would outrank the chat that is about them; two terms
+   say which chat the question is about: CHAT_SHARE_WEIGHT × the chat's score (step 2) as a share of
+   the best chat's, and CHAT_SPEAKER_BOOST (the speaker cue's own weight) when the question names
+   one of the chat's speakers (cues).
+
+Never anything of another user: the chats are the user's (and the agent's when one is given) before
+anything else is read. The model's memory tools call search_history on their own chat only: nothing
+here is reachable from a turn.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
+
+from conversations.models import Agent, Session
+from conversations.services import UnknownAgent
+from memory import search
+from memory.search import MAX_LIMIT, SPEAKER_BOOST, search_history
+from textsearch.cues import date_spans, named_speaker
+from textsearch.ranking import idf
+from textsearch.text import query_terms
+
+# How many chats one search ranks in full (each costs about one chat's search); chosen on LoCoMo and
+# the 1,000-chat data set of bench/search.py (docs/benchmarks.md).
+CHATS_SEARCHED = 4
+# A chat with a message on a day the question names counts as holding one more of its words.
+DATE_CHAT_BONUS = 1.0
+DEFAULT_LIMIT = 20
+# Added to every hit of a chat one of whose speakers the question names ("What did Caroline paint?"
+# in a transcript where Caroline speaks): inside the chat her messages gain the speaker cue's boost
+# over the others; across chats, her chat gains it over chats where she does not speak.
+CHAT_SPEAKER_BOOST = SPEAKER_BOOST
+# Added to every hit of a chat: this × the chat's score as a share of the best chat's. Chosen on half of
+# the LoCoMo questions (bench/recall.py --across; docs/benchmarks.md).
+CHAT_SHARE_WEIGHT = 20.0
+
+
+@dataclass(frozen=True)
+class ChatHit:
+    message_id: int
+    agent: str
+    chat_id: str
+    chat_title: str
+    role: str
+    created_at: datetime
+    snippet: str
+    score: float
+
+
+@dataclass(frozen=True)
+class _Chat:
+    session_id: int
+    agent: str
+    chat_id: str
+    title: str
+    messages: int
+    last_id: int
+
+
+def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = None, limit: int = DEFAULT_LIMIT):
+    """The user's messages, in every chat (of `agent` when given: UnknownAgent when no agent has that
+    slug), that best answer `query`, best first, at most `limit` (clamped to 1–MAX_LIMIT)."""
+    limit = max(1, min(MAX_LIMIT, limit))
+    agent_id = None
+    if agent:
+        agent_id = Agent.objects.filter(slug=agent).values_list("id", flat=True).first()
+        if agent_id is None:
+            raise UnknownAgent(agent)
+    terms = query_terms(query)
+    spans = date_spans(query)
+    if not terms and not spans:
+        return []
+    chats, frequencies = _chats_with_terms(user_id=user.pk, agent_id=agent_id, terms=terms)
+    if not chats:
+        return []
+    dated = _chats_with_days(list(chats), spans) if spans else set()
+    scores = chat_scores(chats, frequencies, dated)
+    chosen = _chosen(chats, scores)
+    best = max(scores[chat.session_id] for chat in chosen)
+    sessions = {session.pk: session for session in Session.objects.filter(pk__in=[chat.session_id for chat in chosen])}
+    merged: list[tuple[float, int, ChatHit]] = []
+    for chat in chosen:
+        hits = search_history(session=sessions[chat.session_id], query=query, limit=limit)
+        boost = CHAT_SHARE_WEIGHT * scores[chat.session_id] / best if best > 0 else 0.0
+        if named_speaker(query, _speakers(chat.session_id)):
+            boost += CHAT_SPEAKER_BOOST
+        for hit in hits:
+            score = round(hit.score + boost, 4)
+            merged.append(
+                (
+                    score,
+                    hit.message_id,
+                    ChatHit(
+                        message_id=hit.message_id,
+                        agent=chat.agent,
+                        chat_id=chat.chat_id,
+                        chat_title=chat.title,
+                        role=hit.role,
+                        created_at=hit.created_at,
+                        snippet=hit.snippet,
+                        score=score,
+                    ),
+                )
+            )
+    merged.sort(key=lambda item: (-item[0], -item[1]))
+    return [hit for _, _, hit in merged[:limit]]
+
+
+def _speakers(session_id: int) -> set[str]:
+    """The chat's speakers as its search just read them (memory.search keeps them per chat searched)."""
+    with search._speakers_lock:
+        return search._speakers_lately.get(session_id, set())
+
+
+def _chats_with_terms(
+    *, user_id: int, agent_id: int | None, terms: list[str]
+) -> tuple[dict[int, _Chat], dict[int, dict[str, int]]]:
+    """The user's chats that hold any message (of `agent_id` when given), and for each the document
+    frequency of those of `terms` it holds: one query, the user's chats first."""
+    placeholders = ", ".join(["%s"] * len(terms or [""]))
+    agent_filter = " AND s.agent_id = %s" if agent_id is not None else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.id, a.slug, s.chat_id, s.title, st.messages, st.last_id, t.term, t.df"
+            " FROM conversations_session AS s"
+            " JOIN conversations_agent AS a ON a.id = s.agent_id"
+            " JOIN memory_search_session AS st ON st.session_id = s.id AND st.messages > 0"
+            " LEFT JOIN memory_search_term AS t"
+            f" ON t.session_id = s.id AND t.term IN ({placeholders}) AND t.df > 0"
+            f" WHERE s.user_id = %s{agent_filter}",
+            [*(terms or [""]), user_id, *([agent_id] if agent_id is not None else [])],
+        )
+        rows = cursor.fetchall()
+    chats: dict[int, _Chat] = {}
+    frequencies: dict[int, dict[str, int]] = {}
+    for session_id, slug, chat_id, title, messages, last_id, term, df in rows:
+        if session_id not in chats:
+            chats[session_id] = _Chat(session_id, slug, chat_id, title, messages, last_id)
+            frequencies[session_id] = {}
+        if term is not None:
+            frequencies[session_id][term] = df
+    return chats, frequencies
+
+
+def _chats_with_days(session_ids: list[int], spans: list[tuple[datetime, datetime]]) -> set[int]:
+    """Those of the chats with a message on one of the days the query names (an index lookup each)."""
+    found: set[int] = set()
+    with connection.cursor() as cursor:
+        for start, end in spans:
+            for first in range(0, len(session_ids), 500):
+                chunk = session_ids[first : first + 500]
+                cursor.execute(
+                    "SELECT s.id FROM conversations_session AS s WHERE s.id IN"
+                    f" ({', '.join(['%s'] * len(chunk))}) AND EXISTS (SELECT 1 FROM conversations_message AS m"
+                    " WHERE m.session_id = s.id AND m.created_at >= %s AND m.created_at < %s)",
+                    [*chunk, start, end],
+                )
+                found.update(row[0] for row in cursor.fetchall())
+    return found
+
+
+def chat_scores(chats: dict[int, _Chat], frequencies: dict[int, dict[str, int]], dated: set[int]) -> dict[int, float]:
+    """Each chat's summed weight of the query terms it holds, each term weighed as the chat's search
+    weighs it (IDF squared) but with the user's statistics: document frequencies and message counts
+    summed over the chats; plus DATE_CHAT_BONUS × the heaviest term's weight (at least 1) for a chat in
+    `dated`."""
+    messages = sum(chat.messages for chat in chats.values())
+    user_df: dict[str, int] = {}
+    for held in frequencies.values():
+        for term, df in held.items():
+            user_df[term] = user_df.get(term, 0) + df
+    weights = {term: idf(df, messages) ** 2 for term, df in user_df.items()}
+    bonus = DATE_CHAT_BONUS * max([1.0, *weights.values()])
+    return {
+        session_id: sum(weights[term] for term in frequencies[session_id]) + (bonus if session_id in dated else 0.0)
+        for session_id in chats
+    }
+
+
+def _chosen(chats: dict[int, _Chat], scores: dict[int, float]) -> list[_Chat]:
+    """The CHATS_SEARCHED chats with the highest `chat_scores` above 0 (ties: the newest messages
+    first); the chats with the newest messages when none scores."""
+    ranked = sorted(chats.values(), key=lambda chat: (-scores[chat.session_id], -chat.last_id))
+    scoring = [chat for chat in ranked if scores[chat.session_id] > 0 and math.isfinite(scores[chat.session_id])]
+    return (scoring or ranked)[:CHATS_SEARCHED]

@@ -1,0 +1,220 @@
+"""Search across all of a user's chats (README: `GET /search`; docs/search.md, "Across chats")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from conversations.models import Agent, Session
+from conversations.services import message_append, session_get_or_create
+from memory.schemas import AllChatsSearchIn
+from memory.search import across
+from memory.search.across import search_all_chats
+from memory.tools import memory_tool_run
+
+pytestmark = pytest.mark.django_db
+
+
+def chat(user, chat_id: str, *texts: str, agent: str = "buddy", title: str = "") -> Session:
+    session = session_get_or_create(user=user, agent_slug=agent, chat_id=chat_id)
+    if title:
+        Session.objects.filter(pk=session.pk).update(title=title)
+    for index, text in enumerate(texts):
+        message_append(session=session, role="user" if index % 2 == 0 else "assistant", content=text)
+    return session
+
+
+@pytest.fixture
+def helper_agent(db):
+    return Agent.objects.create(slug="helper", name="Helper", avatar="H")
+
+
+@pytest.fixture
+def chats(user, agent, helper_agent):
+    trips = chat(
+        user,
+        "trips",
+        "We should book the ferry to Naxos for June.",
+        "The ferry leaves Piraeus at seven.",
+        "Pack the snorkel.",
+        title="Greek trip",
+    )
+    house = chat(
+        user,
+        "house",
+        "The plumber comes on Tuesday.",
+        "Ask him about the boiler too.",
+        "Paint is beige.",
+        title="House",
+    )
+    work = chat(
+        user, "work", "The quarterly report is due Friday.", "Priya reviews it.", agent="helper", title="Work stuff"
+    )
+    return trips, house, work
+
+
+def test_finds_messages_in_every_chat_of_every_agent_best_first(api, chats):
+    trips, house, work = chats
+    body = api.get("/search", {"q": "ferry to Naxos"}).json()
+    first = body["results"][0]
+    assert first["id"] == trips.messages.order_by("id").first().id
+    assert {key: first[key] for key in ("agent", "chat_id", "chat_title", "role")} == {
+        "agent": "buddy",
+        "chat_id": "trips",
+        "chat_title": "Greek trip",
+        "role": "user",
+    }
+    assert first["snippet"].startswith("We should book the [ferry] to [Naxos]")
+    assert set(first) == {"id", "agent", "chat_id", "chat_title", "role", "created_at", "snippet", "score"}
+    scores = [result["score"] for result in body["results"]]
+    assert scores == sorted(scores, reverse=True)
+
+    found = {(r["chat_id"], r["agent"]) for r in api.get("/search", {"q": "plumber report"}).json()["results"]}
+    assert found == {("house", "buddy"), ("work", "helper")}
+
+
+def test_agent_narrows_the_search_to_that_agents_chats(api, chats):
+    assert [r["chat_id"] for r in api.get("/search", {"q": "quarterly report", "agent": "helper"}).json()["results"]]
+    assert api.get("/search", {"q": "quarterly report", "agent": "buddy"}).json()["results"] == []
+    assert api.get("/search", {"q": "quarterly report", "agent": ""}).json()["results"]  # empty: every agent
+
+
+def test_never_anything_of_another_user(api, user, other_user, chats):
+    theirs = chat(other_user, "secret", "The vault combination is pelican seven.", title="Bob's secrets")
+    mine = chat(user, "birds", "A pelican landed on the pier.")
+    results = api.get("/search", {"q": "pelican vault combination", "limit": 50}).json()["results"]
+    assert [r["id"] for r in results] == [mine.messages.get().id]
+    assert "Bob" not in str(results)
+    # Their own search finds theirs, and only theirs.
+    assert [hit.chat_id for hit in search_all_chats(user=other_user, query="pelican")] == [theirs.chat_id]
+
+
+def test_the_models_search_still_sees_only_its_own_chat(user, chats):
+    trips, house, _ = chats
+    # The person's search finds the plumber in the house chat...
+    assert {hit.chat_id for hit in search_all_chats(user=user, query="plumber")} == {"house"}
+    # ...the model's tool in the trips chat does not, and finds its own chat's ferry.
+    assert memory_tool_run(session=trips, name="search_history", tool_input={"query": "plumber"}).startswith(
+        "No messages match"
+    )
+    assert "[ferry]" in memory_tool_run(session=trips, name="search_history", tool_input={"query": "ferry"})
+    assert "[plumber]" in memory_tool_run(session=house, name="search_history", tool_input={"query": "plumber"})
+
+
+def test_a_rare_word_across_chats_picks_its_chat_when_only_some_are_searched(user, monkeypatch):
+    monkeypatch.setattr(across, "CHATS_SEARCHED", 1)
+    for number in range(6):
+        chat(user, f"c{number}", "We talked about the garden today.", "Tomatoes and the garden again.")
+    target = chat(user, "odd", "The garden gnome is called Archibald.")
+    hits = search_all_chats(user=user, query="garden gnome Archibald")
+    assert hits and {hit.chat_id for hit in hits} == {target.chat_id}
+
+
+def test_a_day_named_brings_in_the_chat_of_that_day(user, monkeypatch):
+    monkeypatch.setattr(across, "CHATS_SEARCHED", 1)
+    for number in range(3):
+        chat(user, f"c{number}", "Lunch was soup.")
+    dated = session_get_or_create(user=user, agent_slug="buddy", chat_id="dated")
+    said = message_append(session=dated, role="user", content="Dinner was fish.")
+    Session.objects.filter(pk=dated.pk)  # created_at is set by the archive; move the message to that day
+    type(said).objects.filter(pk=said.pk).update(created_at=datetime(2023, 10, 13, 12, tzinfo=UTC))
+    hits = search_all_chats(user=user, query="What did I eat on October 13, 2023?")
+    assert [hit.message_id for hit in hits][:1] == [said.id]
+
+
+def test_a_question_no_chat_has_a_word_of_finds_nothing_without_meaning(user, chats):
+    assert search_all_chats(user=user, query="xylophone quintessence") == []
+    assert search_all_chats(user=user, query="the of and what") == []  # no terms, no date
+
+
+def test_limit_is_respected_across_chats(api, user):
+    for number in range(4):
+        chat(user, f"c{number}", *[f"apples number {index}" for index in range(10)])
+    assert len(api.get("/search", {"q": "apples", "limit": 3}).json()["results"]) == 3
+    assert len(api.get("/search", {"q": "apples"}).json()["results"]) == 20
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"q": ""}, "q"),
+        ({"q": "   "}, "q"),
+        ({}, "q"),
+        ({"q": "x" * 1001}, "q"),
+        ({"q": "pelican\x00"}, "q"),
+        ({"q": "x", "limit": 0}, "limit"),
+        ({"q": "x", "limit": 51}, "limit"),
+        ({"q": "x", "limit": "many"}, "limit"),
+        ({"q": "x", "agent": "no spaces"}, "agent"),
+        ({"q": "x", "agent": "x\x00y"}, "agent"),
+    ],
+)
+def test_bad_input_is_422_with_the_error_body(api, chats, params, field):
+    response = api.get("/search", params)
+    assert response.status_code == 422, response.content
+    body = response.json()
+    assert body["code"] in {"invalid_field", "invalid_text", "invalid_agent"}
+    assert body["detail"]
+    assert [error["field"] for error in body["errors"]] == [field]
+
+
+def test_text_that_is_not_valid_unicode_is_refused_or_replaced_never_a_500(api, chats):
+    # A lone surrogate cannot be sent in a URL: its UTF-8-like bytes arrive, and Django decodes a query
+    # string's bytes that are not UTF-8 as U+FFFD, which is text like any other.
+    for raw in ("pelican%ED%A0%80", "%FF%FE", "%C0%AF"):
+        assert api.get(f"/search?q={raw}").status_code == 200
+    # Decoded text holding one (another transport, a future Django) is the same 422 as a prompt's.
+    with pytest.raises(ValidationError, match="q"):
+        AllChatsSearchIn(q="pelican\ud800")
+
+
+def test_an_unknown_agent_is_404_like_everywhere(api, chats):
+    response = api.get("/search", {"q": "ferry", "agent": "nobody"})
+    assert response.status_code == 404
+    assert response.json()["code"] == "not_found"
+
+
+def test_any_valid_text_is_a_question(api, chats):
+    for query in ("ferry " * 160, "☃ 🐍 ферри", "'; DROP TABLE x; --", '"ferry" OR *', "ferry\u202e"):
+        assert api.get("/search", {"q": query}).status_code == 200
+
+
+def test_needs_authentication(client, chats):
+    assert client.get("/search", {"q": "ferry"}).status_code == 401
+
+
+def test_the_chat_a_question_is_about_gains_over_one_that_shares_a_word(user, monkeypatch):
+    about = chat(
+        user,
+        "art",
+        *[
+            line
+            for day in range(6)
+            for line in (
+                f"Caroline: I painted the harbour again, study number {day}.",
+                f"Melanie: Your paint colours get better every time, {day}!",
+            )
+        ],
+        "Caroline: Today I painted a lake at dawn.",
+        "Melanie: The lake painting is lovely.",
+    )
+    chat(user, "shop", "Jon: The paint shop on the corner closed.", "Gina: Shame.", "Jon: Lunch now.", "Gina: Fine.")
+
+    def first_chat() -> str:
+        return search_all_chats(user=user, query="What did Caroline paint?")[0].chat_id
+
+    assert first_chat() == about.chat_id
+    hits = search_all_chats(user=user, query="What did Caroline paint?")
+    art = [hit.score for hit in hits if hit.chat_id == "art"]
+    shop = [hit.score for hit in hits if hit.chat_id == "shop"]
+    # Every hit of the chat the question is about gains the two chat terms over the other chat's.
+    monkeypatch.setattr(across, "CHAT_SHARE_WEIGHT", 0.0)
+    monkeypatch.setattr(across, "CHAT_SPEAKER_BOOST", 0.0)
+    plain = search_all_chats(user=user, query="What did Caroline paint?")
+    assert max(art) - max(hit.score for hit in plain if hit.chat_id == "art") == pytest.approx(
+        across.SPEAKER_BOOST + 20.0, abs=1e-3
+    )
+    shop_share = max(shop) - max(hit.score for hit in plain if hit.chat_id == "shop")
+    assert 0 < shop_share < 20.0  # "paint" only: a share of the art chat's weight
