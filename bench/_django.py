@@ -10,6 +10,23 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH_DIR = ROOT / "var" / "bench"
 
 
+def fresh_database(name: str, *, postgres: bool, server: str) -> str:
+    """An empty database for one benchmark, its URL: `buddy_bench_<name>` on the PostgreSQL `server`
+    (dropped and created again), or var/bench/<name>.sqlite3 (its files removed)."""
+    BENCH_DIR.mkdir(parents=True, exist_ok=True)
+    if postgres:
+        import psycopg
+
+        with psycopg.connect(f"{server}/postgres", autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "buddy_bench_{name}" WITH (FORCE)')
+            connection.execute(f'CREATE DATABASE "buddy_bench_{name}"')
+        return f"{server}/buddy_bench_{name}"
+    path = BENCH_DIR / f"{name}.sqlite3"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return f"sqlite:///{path}"
+
+
 def setup(database_url: str | None = None, **env: str) -> None:
     """Point Django at `database_url` (default: a SQLite file under var/bench/), migrate, and return."""
     BENCH_DIR.mkdir(parents=True, exist_ok=True)

@@ -40,23 +40,14 @@ sys.path.insert(0, str(ROOT))
 
 from websockets.asyncio.client import connect  # noqa: E402
 
+from bench._django import fresh_database  # noqa: E402
 from devtools.fake_anthropic import FakeAnthropic  # noqa: E402
 from devtools.servers import buddy_server_start, free_port, wait_until_up  # noqa: E402
 
 
 def database_prepare(postgres: bool) -> str:
-    BENCH_DIR.mkdir(parents=True, exist_ok=True)
-    if postgres:
-        import psycopg
-
-        with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as connection:
-            connection.execute('DROP DATABASE IF EXISTS "buddy_bench_crash" WITH (FORCE)')
-            connection.execute('CREATE DATABASE "buddy_bench_crash"')
-        return f"{PG_SERVER}/buddy_bench_crash"
-    path = BENCH_DIR / "crash.sqlite3"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    return f"sqlite:///{path}"
+    """A fresh database; returns its URL."""
+    return fresh_database("crash", postgres=postgres, server=PG_SERVER)
 
 
 def django_setup(database_url: str) -> str:

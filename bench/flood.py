@@ -43,21 +43,12 @@ sys.path.insert(0, str(ROOT))
 from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed  # noqa: E402
 
+from bench._django import fresh_database  # noqa: E402
+
 
 def database_prepare(postgres: bool) -> str:
     """A fresh database with two users; returns its URL."""
-    BENCH_DIR.mkdir(parents=True, exist_ok=True)
-    if postgres:
-        import psycopg
-
-        with psycopg.connect(f"{PG_SERVER}/postgres", autocommit=True) as connection:
-            connection.execute('DROP DATABASE IF EXISTS "buddy_bench_flood" WITH (FORCE)')
-            connection.execute('CREATE DATABASE "buddy_bench_flood"')
-        return f"{PG_SERVER}/buddy_bench_flood"
-    path = BENCH_DIR / "flood.sqlite3"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    return f"sqlite:///{path}"
+    return fresh_database("flood", postgres=postgres, server=PG_SERVER)
 
 
 def cookies(database_url: str, neighbours: int) -> list[str]:
