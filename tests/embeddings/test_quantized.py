@@ -121,18 +121,3 @@ def test_similarities_of_real_message_vectors_are_within_a_hundredth() -> None:
     exact = combined @ question
     assert np.abs(scores - exact).max() < 0.01
     assert set(np.argsort(-scores)[:3]) == set(np.argsort(-exact)[:3])
-
-
-def test_without_onnx_installed_the_window_is_scanned_in_numpy_quietly(monkeypatch, caplog) -> None:
-    import sys
-
-    monkeypatch.setitem(sys.modules, "onnx", None)
-    monkeypatch.delitem(quantized._sessions, "scanner", raising=False)
-    window = unit_rows(10, seed=8)
-    codes, scales = quantized.quantize_rows(window)
-
-    scores = quantized.similarities(np.ascontiguousarray(codes.T), scales, window[2])
-
-    assert quantized._sessions["scanner"] is None
-    assert np.argmax(scores) == 2
-    assert "could not be built" not in caplog.text
