@@ -105,7 +105,7 @@ def test_delete_asks_first_and_then_the_chat_is_gone(three_chats, size, logged_i
         "() => ![...document.querySelectorAll('.chat-item-title')].some(n => n.textContent === 'Lisbon in May')"
     )
     assert not Session.objects.filter(chat_id="lisbon").exists()
-    assert not Message.objects.filter(search_text__contains="Belém").exists()
+    assert not Message.objects.filter(search_document__text__contains="Belém").exists()
     assert chats(page).locator(".chat-link").count() == 2
 
 

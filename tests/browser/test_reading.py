@@ -200,7 +200,7 @@ def test_the_theme_a_person_chooses_survives_a_reload_and_another_browser(browse
     page = open_page(browser, live_server_url, color_scheme="light")
     background = "getComputedStyle(document.body).backgroundColor"
     light = page.evaluate(background)
-    page.get_by_label("Theme").select_option("dark")
+    page.get_by_label("Theme", exact=True).select_option("dark")
     page.wait_for_function("() => document.documentElement.dataset.colorScheme === 'dark'")
     dark = page.evaluate(background)
     assert dark != light
@@ -209,7 +209,7 @@ def test_the_theme_a_person_chooses_survives_a_reload_and_another_browser(browse
     )  # saved on the server
     page.reload()
     assert page.evaluate("document.documentElement.dataset.colorScheme") == "dark"
-    assert page.get_by_label("Theme").input_value() == "dark"
+    assert page.get_by_label("Theme", exact=True).input_value() == "dark"
     other = open_page(browser, live_server_url, color_scheme="light")  # another browser, same person
     assert other.evaluate("document.documentElement.dataset.colorScheme") == "dark"
     assert other.evaluate(background) == dark
@@ -218,7 +218,7 @@ def test_the_theme_a_person_chooses_survives_a_reload_and_another_browser(browse
     other.wait_for_function("() => document.documentElement.dataset.theme === 'light'")
     assert other.evaluate(background) == light
     close(other)
-    page.get_by_label("Theme").select_option("system")
+    page.get_by_label("Theme", exact=True).select_option("system")
     page.wait_for_function("async () => (await (await fetch('/preferences')).json()).theme === 'system'")
     page.reload()
     assert page.evaluate("document.documentElement.dataset.colorScheme") is None
