@@ -302,14 +302,19 @@ _speakers_lately: OrderedDict[int, set[str]] = OrderedDict()
 _speakers_lock = threading.Lock()
 
 
+def speakers_lately(session_id: int) -> set[str] | None:
+    """The chat's speakers as its latest search in this process read them; None before any."""
+    with _speakers_lock:
+        return _speakers_lately.get(session_id)
+
+
 def _early_encoding(session_id: int, query: str) -> tuple[str, Future] | None:
     """(text, its vector under way) of the question as the semantic side will encode it if the chat's
     speakers are still those of its last search in this process: started before the chat's statistics
     are read (which tell its speakers), so that the encoding, the longest part of a search, runs beside
     that query too. The search uses it only if the text it needs is this one. None when there was no
     search of the chat yet, or semantic search is off."""
-    with _speakers_lock:
-        speakers = _speakers_lately.get(session_id)
+    speakers = speakers_lately(session_id)
     if speakers is None or not semantic.enabled():
         return None
     text = cues.without_names(query, speakers) or query

@@ -36,8 +36,7 @@ from django.db import connection
 
 from conversations.models import Agent, Session
 from conversations.services import UnknownAgent
-from memory import search
-from memory.search import MAX_LIMIT, SPEAKER_BOOST, search_history
+from memory.search import MAX_LIMIT, SPEAKER_BOOST, search_history, speakers_lately
 from textsearch.cues import date_spans, named_speaker
 from textsearch.ranking import idf
 from textsearch.text import query_terms
@@ -130,8 +129,7 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
 
 def _speakers(session_id: int) -> set[str]:
     """The chat's speakers as its search just read them (memory.search keeps them per chat searched)."""
-    with search._speakers_lock:
-        return search._speakers_lately.get(session_id, set())
+    return speakers_lately(session_id) or set()
 
 
 def _chats_with_terms(
