@@ -134,14 +134,46 @@ def daphne_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[str
 
 
 @pytest.fixture
-def live_server_url(daphne_server: str, transactional_db: None) -> str:
-    """The base URL of the running daphne; this test's database writes are visible to it."""
+def live_server_url(daphne_server: str, transactional_db: None) -> Iterator[str]:
+    """The base URL of the running daphne; this test's database writes are visible to it.
+
+    Afterwards it waits until the server has finished what the test set going (a turn answering a
+    click the test did not wait for) before the flush: on PostgreSQL a TRUNCATE of every table racing
+    a turn's transaction can deadlock, and PostgreSQL then cancels the flush, leaving this test's rows
+    for the next test."""
     from conversations.services import agent_ensure_default
 
     # A transactional test flushes every table afterwards, the default agent of the data migration
     # included: make sure it is there, as `make run` does.
     agent_ensure_default()
-    return daphne_server
+    yield daphne_server
+    server_quiet_wait()
+
+
+SERVER_QUIET_TIMEOUT = 15.0
+SERVER_QUIET_POLLS = 3  # consecutive quiet looks: a turn between two transactions is not yet done
+
+
+def server_quiet_wait() -> None:
+    """Waits (bounded) until no other connection to the test database is running a statement or
+    holding a transaction open. PostgreSQL only: SQLite's flush waits for the write lock by itself."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + SERVER_QUIET_TIMEOUT
+    quiet = 0
+    while quiet < SERVER_QUIET_POLLS and time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid()"
+                " AND state IN ('active', 'idle in transaction', 'idle in transaction (aborted)')"
+            )
+            busy = cursor.fetchone()[0]
+        quiet = 0 if busy else quiet + 1
+        if quiet < SERVER_QUIET_POLLS:
+            time.sleep(0.05)
 
 
 @pytest.fixture

@@ -314,6 +314,8 @@ def test_a_question_about_memory_shows_the_whole_note_and_says_when_a_yes_did_no
     question.get_by_role("button", name="Remember").click()
     question.get_by_text("Not done: the notes changed after this question was asked").wait_for()
     log(page).locator(".msg-user", has_text="Not done: the notes changed").wait_for()
+    # The answer starts a turn of its own: the test ends when it has.
+    page.wait_for_function("() => document.getElementById('composer').dataset.running === 'false'")
     assert not Note.objects.filter(scope="profile").exists()
 
 
