@@ -145,6 +145,8 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
+    # A file, not :memory:, so live servers, worker processes and threads share the test database.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_buddy.sqlite3")}
 elif BUDDY_DB_POOL > 0:
     # Pooled connections go back to the pool when Django closes them: no persistent ones on top.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
@@ -152,8 +154,6 @@ elif BUDDY_DB_POOL > 0:
         **DATABASES["default"].get("OPTIONS", {}),
         "pool": {"min_size": min(4, BUDDY_DB_POOL), "max_size": BUDDY_DB_POOL, "timeout": 30},
     }
-    # A file, not :memory:, so live servers, worker processes and threads share the test database.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_buddy.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels ---------------------------------------------------------------------------------

@@ -7,3 +7,6 @@ class ConversationsConfig(AppConfig):
 
     def ready(self) -> None:
         from conversations import checks  # noqa: F401  (registers the system checks)
+        from conversations.connections import fork_safety_register  # needs the settings loaded
+
+        fork_safety_register()
