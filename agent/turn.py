@@ -275,8 +275,9 @@ def turn_run(
     # After the release: a client that answers the reply at once must not hit its own lease (TurnRunning).
     # Sources come from memory tools' results: a turn that called no tool has none to look up.
     sources = turn_sources(session=session, reply_id=result.message_id) if result.used_tools else []
+    # The user's chat lists heard of this turn with its prompt (one `chats_changed` a turn); the tab that
+    # sent it reads the list again on the reply.
     push_frame(session, AssistantMessageFrame(text=result.reply, message_id=result.message_id, sources=sources))
-    chats_changed_on_commit(session, "message")
     _memory_follow(session, result)
     return result
 

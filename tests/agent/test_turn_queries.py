@@ -94,9 +94,10 @@ def test_streamed_text_is_sent_in_at_most_one_delta_per_interval(
     texts = [m["frame"]["text"] for m in sent if m["frame"]["type"] == "assistant_delta"]
     assert len(texts) == deltas
     assert "".join(texts) == reply.reply == "Echo: tell me something"
-    # The chat's last frame is the reply (the user's chat lists then hear of it: chats_changed).
+    # The chat's last frame is the reply; the user's chat lists heard of the turn once, with its prompt.
     chat_frames = [m["frame"]["type"] for m in sent if m["frame"]["type"] != "chats_changed"]
     assert chat_frames[-1] == "assistant_message"
+    assert [m["frame"]["change"] for m in sent if m["frame"]["type"] == "chats_changed"] == ["message"]
 
 
 def _documents() -> dict[int, tuple[str, str]]:
