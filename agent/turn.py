@@ -125,6 +125,7 @@ def turn_lease_acquire(*, session: Session) -> str:
         field=LEASE_FIELD,
         ttl=_lease_ttl(),
         returning=("window_start_id",),
+        holder="turn_lease_id",
         turn_lease_id=lease_id,
         turn_cancel_requested=False,
     )

@@ -67,6 +67,35 @@ def test_a_lease_taken_with_returning_answers_the_row_as_updated_and_only_when_f
     assert not lease_take(_rows(session), field=FIELD, ttl=TTL, turn_lease_id="c")
 
 
+def test_a_released_lease_a_late_renewal_extended_is_free_when_its_holder_is_named(session):
+    """Released (no holder), then extended by a renewal that raced the release: free by its holder."""
+    Session.objects.filter(pk=session.pk).update(turn_lease_id="", turn_lease_expires_at=timezone.now() + TTL)
+    taken = lease_take_returning(
+        Session, pk=session.pk, field=FIELD, ttl=TTL, returning=("turn_lease_id",), turn_lease_id="x"
+    )
+    assert taken is None  # by its expiry alone, still held
+    taken = lease_take_returning(
+        Session,
+        pk=session.pk,
+        field=FIELD,
+        ttl=TTL,
+        returning=("turn_lease_id",),
+        holder="turn_lease_id",
+        turn_lease_id="x",
+    )
+    assert taken == ("x",)
+    again = lease_take_returning(
+        Session,
+        pk=session.pk,
+        field=FIELD,
+        ttl=TTL,
+        returning=("turn_lease_id",),
+        holder="turn_lease_id",
+        turn_lease_id="y",
+    )
+    assert again is None  # held by "x" now
+
+
 def test_a_lease_row_is_held_until_it_expires_or_is_deleted(session):
     assert lease_row_take(SummaryLease, ttl=TTL, session_id=session.pk)
     assert not lease_row_take(SummaryLease, ttl=TTL, session_id=session.pk)  # held: no second row, no takeover
