@@ -70,30 +70,15 @@ def test_a_lease_taken_with_returning_answers_the_row_as_updated_and_only_when_f
 def test_a_released_lease_a_late_renewal_extended_is_free_when_its_holder_is_named(session):
     """Released (no holder), then extended by a renewal that raced the release: free by its holder."""
     Session.objects.filter(pk=session.pk).update(turn_lease_id="", turn_lease_expires_at=timezone.now() + TTL)
-    taken = lease_take_returning(
-        Session, pk=session.pk, field=FIELD, ttl=TTL, returning=("turn_lease_id",), turn_lease_id="x"
-    )
-    assert taken is None  # by its expiry alone, still held
-    taken = lease_take_returning(
-        Session,
-        pk=session.pk,
-        field=FIELD,
-        ttl=TTL,
-        returning=("turn_lease_id",),
-        holder="turn_lease_id",
-        turn_lease_id="x",
-    )
-    assert taken == ("x",)
-    again = lease_take_returning(
-        Session,
-        pk=session.pk,
-        field=FIELD,
-        ttl=TTL,
-        returning=("turn_lease_id",),
-        holder="turn_lease_id",
-        turn_lease_id="y",
-    )
-    assert again is None  # held by "x" now
+
+    def take(lease_id: str, **holder: str) -> tuple | None:
+        return lease_take_returning(
+            Session, pk=session.pk, field=FIELD, ttl=TTL, returning=("turn_lease_id",), turn_lease_id=lease_id, **holder
+        )
+
+    assert take("x") is None  # by its expiry alone, still held
+    assert take("x", holder="turn_lease_id") == ("x",)
+    assert take("y", holder="turn_lease_id") is None  # held by "x" now
 
 
 def test_a_lease_row_is_held_until_it_expires_or_is_deleted(session):
