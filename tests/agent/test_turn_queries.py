@@ -31,6 +31,9 @@ def plain_turns(model, settings, monkeypatch):
     from realtime import push
 
     monkeypatch.setattr(push, "_serves_sockets", True)  # as in the server process (buddy/asgi.py)
+    # A turn slower than the cancel poll (a loaded machine) renews its lease while it streams: a query
+    # that depends on the clock, not on the turn.
+    monkeypatch.setattr("agent.turn.CANCEL_POLL_SECONDS", 3600)
     settings.BUDDY_PROMPTS_PER_MINUTE = 0  # the rate limit's own queries are not the turn's
     settings.BUDDY_SUMMARIES = True
     settings.BUDDY_CACHE_TTL = "auto"
