@@ -12,7 +12,6 @@ breakpoint's lifetime comes from `agent.cache` (`BUDDY_CACHE_TTL`).
 
 from __future__ import annotations
 
-import copy
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -77,10 +76,14 @@ def request_build(
     `window_moved`: the window's start moved for this call (the whole prefix after the tools is new).
     `summary`: the session's latest summary, when the caller has read it (None: there is none).
     """
-    messages = copy.deepcopy(window_messages)
-    last = messages[-1]
-    if last["role"] != "user":
+    if window_messages[-1]["role"] != "user":
         raise ValueError("the window must end with a user message")
+    # Only the last two messages get a breakpoint or the context block: they are copied (down to their
+    # blocks), the rest is sent as the window holds it (the SDK copies the whole request again).
+    messages = list(window_messages)
+    for index in range(max(len(messages) - 2, 0), len(messages)):
+        messages[index] = {**messages[index], "content": [dict(block) for block in messages[index]["content"]]}
+    last = messages[-1]
     if summary is _UNREAD:
         summary = summary_latest(session=session)
     lifetimes = cache_lifetimes(
@@ -92,8 +95,8 @@ def request_build(
         messages[-2]["content"][-1]["cache_control"] = CacheLifetimes.control(lifetimes.history)
     last["content"][-1]["cache_control"] = CacheLifetimes.control(lifetimes.tail)
     last["content"].append({"type": "text", "text": context_text(session=session)})
-    tools = copy.deepcopy(tool_definitions())
-    tools[-1]["cache_control"] = CacheLifetimes.control(lifetimes.tools)
+    tools = tool_definitions()
+    tools[-1] = {**tools[-1], "cache_control": CacheLifetimes.control(lifetimes.tools)}
     return {"system": system, "messages": messages, "tools": tools}
 
 

@@ -19,6 +19,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
+from realtime.push import group_sends_handed_off
+
 T = TypeVar("T")
 
 
@@ -35,6 +37,8 @@ def _closing(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
 
 
 async def on_turn_thread(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Await `function(*args, **kwargs)` run on a turn thread."""
+    """Await `function(*args, **kwargs)` run on a turn thread. Its frames are handed to this loop
+    without the thread waiting for it (realtime.push.group_sends_handed_off)."""
+    group_sends_handed_off()
     run = sync_to_async(_closing, thread_sensitive=False, executor=turn_executor())
     return await run(function, *args, **kwargs)

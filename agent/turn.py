@@ -16,6 +16,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -29,10 +30,10 @@ from agent.prompt import model_for, request_build
 from agent.tools import tool_round_run
 from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
 from conversations.errors import DomainError, InvalidInput
-from conversations.leases import LeaseHeartbeat, lease_release, lease_renew, lease_take
+from conversations.leases import LeaseHeartbeat, lease_release, lease_renew, lease_take_returning
 from conversations.models import Message, ModelCall, Session
 from conversations.provenance import turn_sources
-from conversations.services import message_append, model_call_record, session_title_from_prompt
+from conversations.services import message_append, messages_index, model_call_record, session_title_from_prompt
 from conversations.window import Window, window_build
 from memory.models import Summary
 from memory.selectors import summary_latest
@@ -115,11 +116,22 @@ LEASE_FIELD = "turn_lease_expires_at"
 
 
 def turn_lease_acquire(*, session: Session) -> str:
-    """Take the session's turn lease (conversations.leases), or raise TurnRunning."""
+    """Take the session's turn lease (conversations.leases), or raise TurnRunning. The same statement
+    reads the window's stored start into `session.window_start_id` (the turn's first window needs it)."""
     lease_id = uuid.uuid4().hex
-    rows = Session.objects.filter(pk=session.pk)
-    if not lease_take(rows, field=LEASE_FIELD, ttl=_lease_ttl(), turn_lease_id=lease_id, turn_cancel_requested=False):
+    taken = lease_take_returning(
+        Session,
+        pk=session.pk,
+        field=LEASE_FIELD,
+        ttl=_lease_ttl(),
+        returning=("window_start_id",),
+        holder="turn_lease_id",
+        turn_lease_id=lease_id,
+        turn_cancel_requested=False,
+    )
+    if taken is None:
         raise TurnRunning()
+    session.window_start_id = taken[0]
     return lease_id
 
 
@@ -238,18 +250,21 @@ def turn_run(
         prompt_check(text or "")
     # The lease, the prompt and whatever `on_prompt` records (an Idempotency-Key) commit together: a
     # process that dies in between leaves nothing, never a prompt without its key or a key without it.
-    with transaction.atomic():
+    # Without a record, each is one statement of its own (atomic by itself) and no transaction is
+    # needed: a process dying between them leaves a lease that expires, as it would mid-turn.
+    fresh = prompt is None
+    with transaction.atomic() if on_prompt is not None else nullcontext():
         lease_id = turn_lease_acquire(session=session)
-        if prompt is None:
-            prompt = message_append(session=session, role="user", content=text)
-            session_title_from_prompt(session=session, prompt=prompt)
-            push_frame_on_commit(session, UserMessageFrame(text=text, message_id=prompt.id, kind=kind))
-            chats_changed_on_commit(session, "message")  # the user's chat lists, in every tab
-            if on_prompt is not None:
-                on_prompt(prompt)
+        if fresh:
+            try:
+                prompt = _prompt_archive(session, text=text, kind=kind, on_prompt=on_prompt)
+            except BaseException:
+                if on_prompt is None:  # nothing to roll the lease back with
+                    turn_lease_release(session=session, lease_id=lease_id)
+                raise
     turn_lease_hold(session=session, lease_id=lease_id)
     try:
-        result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id, fresh=text is not None)
+        result = _turn_loop(session=session, prompt=prompt, lease_id=lease_id, fresh=fresh)
     except ModelFailed as failure:
         turn_lease_release(session=session, lease_id=lease_id)
         push_frame(session, ErrorFrame(code=failure.code, detail=failure.detail))
@@ -261,10 +276,23 @@ def turn_run(
     # After the release: a client that answers the reply at once must not hit its own lease (TurnRunning).
     # Sources come from memory tools' results: a turn that called no tool has none to look up.
     sources = turn_sources(session=session, reply_id=result.message_id) if result.used_tools else []
+    # The user's chat lists heard of this turn with its prompt (one `chats_changed` a turn); the tab that
+    # sent it reads the list again on the reply.
     push_frame(session, AssistantMessageFrame(text=result.reply, message_id=result.message_id, sources=sources))
-    chats_changed_on_commit(session, "message")
     _memory_follow(session, result)
     return result
+
+
+def _prompt_archive(session: Session, *, text: str, kind: str, on_prompt: Callable[[Message], None] | None) -> Message:
+    """Archive a new prompt under the turn's lease. Its search document waits for the turn's first
+    reply, which writes both in one batch (`index_later`; _turn_loop)."""
+    prompt = message_append(session=session, role="user", content=text, index_later=True)
+    session_title_from_prompt(session=session, prompt=prompt)
+    push_frame_on_commit(session, UserMessageFrame(text=text, message_id=prompt.id, kind=kind))
+    chats_changed_on_commit(session, "message")  # the user's chat lists, in every tab
+    if on_prompt is not None:
+        on_prompt(prompt)
+    return prompt
 
 
 @dataclass
@@ -304,7 +332,22 @@ def _memory_follow(session: Session, result: TurnResult) -> None:
 
 
 def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool) -> TurnResult:
-    """`fresh`: the prompt was archived by this run (so the newest messages are known here)."""
+    """`fresh`: the prompt was archived by this run (so the newest messages are known here), and is
+    indexed with the first message the turn archives after it — or at the end, when none comes."""
+    unindexed = [prompt] if fresh else []
+    try:
+        return _turn_steps(session=session, prompt=prompt, lease_id=lease_id, fresh=fresh, unindexed=unindexed)
+    finally:
+        if unindexed:
+            try:
+                messages_index(messages=unindexed)
+            except Exception:  # the next message's indexer takes it along (conversations.services)
+                logger.exception("could not index the prompt of session %s", session.pk)
+
+
+def _turn_steps(
+    *, session: Session, prompt: Message, lease_id: str, fresh: bool, unindexed: list[Message]
+) -> TurnResult:
     client = model_client()
     stopper = _Stopper(session, lease_id)
     spoken: list[str] = []
@@ -320,7 +363,8 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool)
         # Between model calls, always look — but not right after taking the lease.
         if stopper(now_or_never=tool_rounds > 0):
             break
-        window = window_build(session=session)
+        # The first window's stored start came with the lease (turn_lease_acquire).
+        window = window_build(session=session, stored_start=session.window_start_id if tool_rounds == 0 else None)
         summary = summary_latest(session=session)
         request = request_build(
             session=session, window_messages=window.messages, window_moved=window.moved, summary=summary
@@ -345,8 +389,10 @@ def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool)
         content = _archivable(reply)
         if not content:
             break
-        after = prompt if fresh and tool_rounds == 0 else None  # what this run just archived
-        last_message = message_append(session=session, role="assistant", content=content, after=after)
+        last_message = message_append(
+            session=session, role="assistant", content=content, unindexed=unindexed[0] if unindexed else None
+        )
+        unindexed.clear()
         last_call.added_tokens += last_message.tokens
         last_call.added_rows += 1
         said = text_of(content)

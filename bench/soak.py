@@ -148,6 +148,7 @@ class Processes:
     def start(self, name: str, argv: list[str]) -> subprocess.Popen:
         self.starts[name] += 1
         log = OUT_DIR / f"{name}.{self.starts[name]}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)  # bench/turn.py starts processes before any soak ran
         self.logs[f"{name}.{self.starts[name]}"] = log
         with log.open("wb") as output:
             process = subprocess.Popen(

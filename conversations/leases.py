@@ -34,6 +34,44 @@ def lease_take(rows: QuerySet, *, field: str, ttl: timedelta, **also: Any) -> bo
     return bool(rows.filter(free).update(**{field: now + ttl}, **also))
 
 
+def lease_take_returning(
+    model: type[Model],
+    *,
+    pk: Any,
+    field: str,
+    ttl: timedelta,
+    returning: tuple[str, ...],
+    holder: str | None = None,
+    **also: Any,
+) -> tuple | None:
+    """`lease_take` for the row of `model` with primary key `pk`, in the same one conditional UPDATE,
+    answering the fields `returning` of the row as the UPDATE left it (`UPDATE … RETURNING`, on both
+    databases): what the holder would otherwise read again right after taking the lease. None when
+    the lease was not free. The values come as the database driver gives them (no field conversion).
+
+    `holder`: the field naming the holder, emptied on release; a row whose holder is empty is free
+    whatever its expiry (a renewal that raced the release may have extended a released lease: on
+    PostgreSQL an UPDATE whose filter joins another table re-checks only the primary key)."""
+    meta = model._meta
+    quote = connection.ops.quote_name
+    now = timezone.now()
+    values = {field: now + ttl, **also}
+    assignments = ", ".join(f"{quote(meta.get_field(name).column)} = %s" for name in values)
+    params = [meta.get_field(name).get_db_prep_save(value, connection) for name, value in values.items()]
+    lease_column = quote(meta.get_field(field).column)
+    released = f" OR {quote(meta.get_field(holder).column)} = ''" if holder else ""
+    columns = ", ".join(quote(meta.get_field(name).column) for name in returning)
+    sql = (
+        f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
+        f" AND ({lease_column} IS NULL OR {lease_column} < %s{released}) RETURNING {columns}"
+    )
+    params += [pk, meta.get_field(field).get_db_prep_value(now, connection)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()  # to the end: SQLite keeps the statement's write open until then
+    return rows[0] if rows else None
+
+
 def lease_renew(rows: QuerySet, *, field: str, ttl: timedelta) -> bool:
     """Extend the lease of the row `rows` selects (its filter names the holder); whether it still was."""
     return bool(rows.update(**{field: timezone.now() + ttl}))

@@ -28,9 +28,11 @@ AUTO_TITLE_CHARS = 60
 
 
 # Called with every batch of messages just archived, in order, inside the transaction that wrote
-# them: how other apps index what the archive stores without the archive knowing them (memory
-# registers its search documents at start-up, memory/apps.py). `after`, when the caller knows it: the
-# message the batch follows in its session, just archived by the caller (nothing need be read).
+# them (or, for a message archived with `index_later`, that of the next message): how other apps index
+# what the archive stores without the archive knowing them (memory registers its search documents at
+# start-up, memory/apps.py). `after`, when the caller knows it: the message the batch follows in its
+# session, just archived by the caller (nothing need be read). An indexer meeting an archived message
+# that was never indexed (its process died in between) indexes it then.
 MessageIndexer = Callable[..., None]
 _indexers: list[MessageIndexer] = []
 
@@ -136,16 +138,35 @@ def message_append(
     content: str | list[dict[str, Any]],
     created_at: datetime | None = None,
     after: Message | None = None,
+    index_later: bool = False,
+    unindexed: Message | None = None,
 ) -> Message:
     """Archive one message, and index it (message_indexing_register) in the same transaction. `after`:
-    the session's newest message, when the caller has just archived it (the indexers read nothing)."""
+    the session's newest message, when the caller has just archived it (the indexers read nothing).
+
+    `index_later`: archive it alone (one INSERT, no transaction of its own); the caller then passes it
+    as `unindexed` to the next message it archives in the session, which indexes both in one batch, or
+    gives it to `messages_index` if none comes. A message left unindexed (its process died) is indexed
+    by the indexer that next meets it among a new message's neighbours."""
     message = message_build(session=session, role=role, content=content, created_at=created_at)
+    if index_later:
+        message.save()
+        return message
     # No savepoint inside a caller's transaction (the turn's): the message and its index rows stand or
     # fall with it.
     with transaction.atomic(savepoint=False):
         message.save()
-        _indexed([message], after=after)
+        if unindexed is not None:
+            _indexed([unindexed, message])
+        else:
+            _indexed([message], after=after)
     return message
+
+
+def messages_index(*, messages: list[Message]) -> None:
+    """Index messages archived with `index_later` that no later message took along, in archive order."""
+    with transaction.atomic(savepoint=False):
+        _indexed(messages)
 
 
 def messages_bulk_append(*, messages: Iterable[Message], batch_size: int = 1000) -> int:

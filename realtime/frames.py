@@ -173,11 +173,13 @@ CHAT_CHANGES: tuple[str, ...] = get_args(ChatChange)
 
 class ChatsChangedFrame(_ServerFrame):
     """One of the user's chats changed, to every socket of the user (any chat, any tab): `change` is
-    `message` (a new message; the first one creates the chat), `renamed` or `deleted`. The chat list
-    reads `GET /chats` again."""
+    `message` (a new prompt, once per turn: the turn's replies follow without another; the first
+    prompt creates the chat), `renamed` or `deleted`. The chat list reads `GET /chats` again."""
 
     type: Literal["chats_changed"] = "chats_changed"
-    change: ChatChange = Field(description="`message` (the first one creates the chat), `renamed` or `deleted`.")
+    change: ChatChange = Field(
+        description="`message` (a new prompt; the first one creates the chat), `renamed` or `deleted`."
+    )
     agent: str
     chat_id: str
 

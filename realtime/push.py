@@ -15,9 +15,11 @@ it must receive the chat's frames as soon as a prompt creates the session.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
+from collections import deque
 from datetime import timedelta
 from typing import Any
 
@@ -88,9 +90,61 @@ def _through_database() -> bool:
     return _local_sockets == 0 and not _serves_sockets and layer_is_in_memory()
 
 
+class _Handoff:
+    """Group messages from other threads (a turn's) to the server's event loop, without waiting for the
+    loop: each is queued with one thread-safe call, and one task at a time sends the queue in order."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.pending: deque[tuple[str, dict[str, Any]]] = deque()
+        self.task: asyncio.Task | None = None  # touched on the loop only
+
+    def put(self, group: str, message: dict[str, Any]) -> None:
+        self.pending.append((group, message))
+        if self.task is None:
+            self.task = self.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        layer = get_channel_layer()
+        try:
+            while self.pending:
+                group, message = self.pending.popleft()
+                try:
+                    await layer.group_send(group, message)
+                except Exception:
+                    logger.exception("push to group %s failed", group)
+        finally:
+            self.task = None
+
+
+_handoff: _Handoff | None = None
+
+
+def group_sends_handed_off() -> None:
+    """Called on the server's event loop (agent.threads, before a turn): from then on, group messages
+    sent from other threads are handed to that loop without waiting for it. Without it (the task
+    worker, a management command, a test running a turn itself) a sender waits for its send."""
+    global _handoff
+    loop = asyncio.get_running_loop()
+    if _handoff is None or _handoff.loop is not loop:
+        _handoff = _Handoff(loop)
+
+
+def _hand_off(group: str, message: dict[str, Any]) -> bool:
+    handoff = _handoff
+    if handoff is None or not handoff.loop.is_running():
+        return False
+    try:
+        handoff.loop.call_soon_threadsafe(handoff.put, group, message)
+    except RuntimeError:  # the loop closed meanwhile
+        return False
+    return True
+
+
 def _group_send(group: str, message: dict[str, Any], *, relay: bool = True) -> None:
-    """Send now. A failing layer is logged, never raised: pushing is best effort. `relay=False`: never
-    through the database (a frame that must leave no row behind, e.g. a deleted chat's notice)."""
+    """Send now, or hand to the server's loop (group_sends_handed_off). A failing layer is logged,
+    never raised: pushing is best effort. `relay=False`: never through the database (a frame that must
+    leave no row behind, e.g. a deleted chat's notice)."""
     try:
         if _through_database():
             if not relay:
@@ -101,7 +155,8 @@ def _group_send(group: str, message: dict[str, Any], *, relay: bool = True) -> N
             if _database_writes % PRUNE_EVERY_WRITES == 0:  # rows are relayed within a second; keep a minute
                 RelayedFrame.objects.filter(created_at__lt=timezone.now() - timedelta(minutes=1)).delete()
             return
-        async_to_sync(get_channel_layer().group_send)(group, message)
+        if not _hand_off(group, message):
+            async_to_sync(get_channel_layer().group_send)(group, message)
     except Exception:
         logger.exception("push to group %s failed", group)
 

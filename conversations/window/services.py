@@ -9,9 +9,11 @@ from conversations.window.selectors import window_compute, window_limits, window
 from conversations.window.types import Window
 
 
-def window_build(*, session: Session) -> Window:
+def window_build(*, session: Session, stored_start: int | None = None) -> Window:
     """The window to send now. When it must move (a step), the new start is stored first, with an
     UPDATE that only ever moves it forward, so every process and every restart sends the same prefix.
+    `stored_start`: the stored start as the caller has just read it (with the turn's lease); None:
+    read it here.
 
     Not wrapped in a transaction on purpose: the conditional UPDATE is atomic by itself, and the common
     case (the start stays) then writes nothing and takes no write lock (SQLite's IMMEDIATE mode would
@@ -20,7 +22,8 @@ def window_build(*, session: Session) -> Window:
     """
     limits = window_limits()
     while True:
-        stored = window_stored_start(session=session)
+        stored = window_stored_start(session=session) if stored_start is None else stored_start
+        stored_start = None  # a retry reads the start another process stored
         window = window_compute(session=session, stored_start=stored, limits=limits)
         if not window.moved or window.start_id is None:
             session.window_start_id = stored

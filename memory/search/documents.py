@@ -32,6 +32,12 @@ def _neighbours_before(session_id: int, message_id: int) -> tuple[_Neighbour | N
     newest = list(messages[:NEIGHBOUR_ROWS])
     if not newest:
         return None, None
+    unindexed = [row[0] for row in newest if row[2] is None]
+    if unindexed:
+        # Archived to be indexed with the next message (conversations.services.message_append,
+        # `index_later`) by a process that died first: indexed now, then read again.
+        documents_write(list(Message.objects.filter(pk__in=unindexed).order_by("id")))
+        newest = list(messages[:NEIGHBOUR_ROWS])
     previous = _Neighbour(newest[0][0], newest[0][2] or "")
     if newest[0][1]:
         return previous, previous

@@ -16,7 +16,7 @@ from realtime.models import RelayedFrame
 pytestmark = pytest.mark.django_db(transaction=True)
 
 # docs/architecture.md, "A turn's queries", lists them.
-MAX_QUERIES = 19
+MAX_QUERIES = 15
 CHAT = ChatRef(agent="buddy", chat_id="main")
 
 
@@ -31,12 +31,15 @@ def plain_turns(model, settings, monkeypatch):
     from realtime import push
 
     monkeypatch.setattr(push, "_serves_sockets", True)  # as in the server process (buddy/asgi.py)
+    # A turn slower than the cancel poll (a loaded machine) renews its lease while it streams: a query
+    # that depends on the clock, not on the turn.
+    monkeypatch.setattr("agent.turn.CANCEL_POLL_SECONDS", 3600)
     settings.BUDDY_PROMPTS_PER_MINUTE = 0  # the rate limit's own queries are not the turn's
     settings.BUDDY_SUMMARIES = True
     settings.BUDDY_CACHE_TTL = "auto"
 
 
-def test_a_plain_turn_makes_at_most_19_queries(user, plain_turns):
+def test_a_plain_turn_makes_at_most_15_queries(user, plain_turns):
     prompt_submit(user=user, text="the chat's first turn", chat=CHAT)
     queries = queries_of_a_turn(user, "and a second one")
     assert len(queries) <= MAX_QUERIES, "\n".join(queries)
@@ -94,6 +97,91 @@ def test_streamed_text_is_sent_in_at_most_one_delta_per_interval(
     texts = [m["frame"]["text"] for m in sent if m["frame"]["type"] == "assistant_delta"]
     assert len(texts) == deltas
     assert "".join(texts) == reply.reply == "Echo: tell me something"
-    # The chat's last frame is the reply (the user's chat lists then hear of it: chats_changed).
+    # The chat's last frame is the reply; the user's chat lists heard of the turn once, with its prompt.
     chat_frames = [m["frame"]["type"] for m in sent if m["frame"]["type"] != "chats_changed"]
     assert chat_frames[-1] == "assistant_message"
+    assert [m["frame"]["change"] for m in sent if m["frame"]["type"] == "chats_changed"] == ["message"]
+
+
+def _documents() -> dict[int, tuple[str, str]]:
+    from memory.models import SearchDocument
+
+    return {d.message_id: (d.terms, d.context) for d in SearchDocument.objects.all()}
+
+
+def _expected_document(message: Message, before: Message, documents) -> tuple[str, str]:
+    """A prompt's terms, and its context: the terms of the message before it (memory.search.documents)."""
+    from conversations.content import readable_text
+    from textsearch.text import index_terms, join_terms, search_context
+
+    terms = join_terms(index_terms(readable_text(message.content)))
+    return terms, search_context(previous=documents[before.id][0], turn_start=None)
+
+
+@pytest.mark.parametrize("ending", ["reply", "tool round", "model failure"])
+def test_the_prompt_is_indexed_with_the_turn_whatever_ends_it(user, plain_turns, model, ending):
+    """The prompt's search document waits for the turn's first reply (one batch with it), or for the
+    turn's end when no reply comes; its context is the message before it, as for any message."""
+    from agent.turn import ModelFailed
+
+    prompt_submit(user=user, text="the weather in Lisbon", chat=CHAT)
+    if ending == "tool round":
+        model.queue_tool_call("canvas_add_card", {"id": "c", "title": "Porto"})
+    if ending == "model failure":
+        model.fail_next(500)
+        with pytest.raises(ModelFailed):
+            prompt_submit(user=user, text="and trains to Porto", chat=CHAT)
+    else:
+        prompt_submit(user=user, text="and trains to Porto", chat=CHAT)
+    documents = _documents()
+    messages = list(Message.objects.order_by("id"))
+    assert set(documents) == {m.id for m in messages}
+    before, prompt = messages[1], messages[2]
+    assert prompt.content[0]["text"] == "and trains to Porto"
+    assert documents[prompt.id] == _expected_document(prompt, before, documents)
+    assert "porto" in documents[prompt.id][0] and documents[prompt.id][1]
+
+
+def _session_of(user):
+    from conversations.models import Session
+
+    return Session.objects.get(user=user)
+
+
+def test_a_prompt_its_dead_process_left_unindexed_is_indexed_by_the_next_turn(user, plain_turns):
+    from conversations.models import Session
+    from conversations.services import message_append
+    from memory.search import search_history
+
+    prompt_submit(user=user, text="the weather in Lisbon", chat=CHAT)
+    session = _session_of(user)
+    orphan = message_append(session=session, role="user", content="zanzibar ferries", index_later=True)
+    assert orphan.id not in _documents()  # its process died before the turn's reply
+    Session.objects.filter(pk=session.pk).update(turn_lease_id="", turn_lease_expires_at=None)  # the lease expired
+    prompt_submit(user=user, text="anything else?", chat=CHAT)
+    documents = _documents()
+    assert set(documents) == set(Message.objects.values_list("id", flat=True))
+    before = Message.objects.filter(id__lt=orphan.id).order_by("-id").first()
+    assert documents[orphan.id] == _expected_document(orphan, before, documents)
+    assert [hit.message_id for hit in search_history(session=session, query="zanzibar")][:1] == [orphan.id]
+
+
+def test_a_failure_archiving_the_prompt_releases_the_lease(user, plain_turns, monkeypatch):
+    """Without an Idempotency-Key the lease and the prompt are statements of their own, not one
+    transaction: a failure after the lease was taken gives it back at once."""
+    import agent.turn
+    from agent.turn import turn_is_running
+
+    title_from_prompt, failed = agent.turn.session_title_from_prompt, []
+
+    def broken_once(**kwargs):
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("the title could not be written")
+        title_from_prompt(**kwargs)
+
+    monkeypatch.setattr(agent.turn, "session_title_from_prompt", broken_once)
+    with pytest.raises(RuntimeError):
+        prompt_submit(user=user, text="hello", chat=CHAT)
+    assert not turn_is_running(session=_session_of(user))
+    assert prompt_submit(user=user, text="hello again", chat=CHAT).reply == "Echo: hello again"
