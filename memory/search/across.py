@@ -44,6 +44,9 @@ from textsearch.text import query_terms
 # How many chats one search ranks in full (each costs about one chat's search); chosen on LoCoMo and
 # the 1,000-chat data set of bench/search.py (docs/benchmarks.md).
 CHATS_SEARCHED = 4
+# How many chats, most frequent first, the choice reads for each term of the question: a word in more
+# of the user's chats counts in the others only if they come in through another word.
+CHATS_PER_TERM = 50
 # A chat with a message on a day the question names counts as holding one more of its words.
 DATE_CHAT_BONUS = 1.0
 DEFAULT_LIMIT = 20
@@ -91,17 +94,16 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     spans = date_spans(query)
     if not terms and not spans:
         return []
-    chats, frequencies = _chats_with_terms(user_id=user.pk, agent_id=agent_id, terms=terms)
-    if not chats:
+    choice = chats_chosen(user_id=user.pk, agent_id=agent_id, terms=terms, spans=spans)
+    if not choice.chats:
         return []
-    dated = _chats_with_days(list(chats), spans) if spans else set()
-    scores = chat_scores(chats, frequencies, dated)
-    chosen = _chosen(chats, scores)
+    chosen, scores = choice.chats, choice.scores
     best = max(scores[chat.session_id] for chat in chosen)
     sessions = {session.pk: session for session in Session.objects.filter(pk__in=[chat.session_id for chat in chosen])}
     merged: list[tuple[float, int, ChatHit]] = []
+    encodings: dict = {}  # the question is encoded once for every chat whose speakers it does not name
     for chat in chosen:
-        hits = search_history(session=sessions[chat.session_id], query=query, limit=limit)
+        hits = search_history(session=sessions[chat.session_id], query=query, limit=limit, encodings=encodings)
         boost = CHAT_SHARE_WEIGHT * scores[chat.session_id] / best if best > 0 else 0.0
         if named_speaker(query, _speakers(chat.session_id)):
             boost += CHAT_SPEAKER_BOOST
@@ -132,34 +134,136 @@ def _speakers(session_id: int) -> set[str]:
     return speakers_lately(session_id) or set()
 
 
-def _chats_with_terms(
-    *, user_id: int, agent_id: int | None, terms: list[str]
-) -> tuple[dict[int, _Chat], dict[int, dict[str, int]]]:
-    """The user's chats that hold any message (of `agent_id` when given), and for each the document
-    frequency of those of `terms` it holds: one query, the user's chats first."""
-    placeholders = ", ".join(["%s"] * len(terms or [""]))
+@dataclass(frozen=True)
+class Choice:
+    """The chats a search ranks in full (best first) and the score of each (`chat_scores`)."""
+
+    chats: list[_Chat]
+    scores: dict[int, float]
+
+
+def chats_chosen(
+    *, user_id: int, agent_id: int | None, terms: list[str], spans: list[tuple[datetime, datetime]]
+) -> Choice:
+    """The CHATS_SEARCHED chats of the user (of `agent_id` when given) worth searching for `terms` and
+    the days of `spans`, from the user's term rows (memory_search_term by user, memory 0017): the
+    user's document frequency of each term (its weight), then for each term the CHATS_PER_TERM chats
+    where it is most frequent, and whether those chats hold the other terms. A handful of short
+    queries, however many chats the user has."""
+    frequencies, messages = _user_statistics(user_id, terms)
+    weights = {term: idf(df, messages) ** 2 for term, df in frequencies.items()}
+    held = _chats_holding(user_id, agent_id, list(weights))
+    dated = _chats_with_days(_user_chat_ids(user_id, agent_id), spans) if spans else set()
+    bonus = DATE_CHAT_BONUS * max([1.0, *weights.values()])
+    candidates = _chats(user_id, agent_id, set(held) | dated)
+    scores = {
+        session_id: sum(weights[term] for term in held.get(session_id, ())) + (bonus if session_id in dated else 0.0)
+        for session_id in candidates
+    }
+    ranked = sorted(candidates.values(), key=lambda chat: (-scores[chat.session_id], -chat.last_id))
+    chosen = [chat for chat in ranked if scores[chat.session_id] > 0 and math.isfinite(scores[chat.session_id])]
+    if not chosen:
+        chosen = _newest_chats(user_id, agent_id)
+        scores = {chat.session_id: 0.0 for chat in chosen}
+    return Choice(chosen[:CHATS_SEARCHED], scores)
+
+
+def _user_statistics(user_id: int, terms: list[str]) -> tuple[dict[str, int], int]:
+    """For those of `terms` any chat of the user holds, their document frequency summed over the
+    user's chats (each a range of the (user, term) index); and the user's message count."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(st.messages), 0) FROM conversations_session AS s"
+            " JOIN memory_search_session AS st ON st.session_id = s.id WHERE s.user_id = %s",
+            [user_id],
+        )
+        messages = int(cursor.fetchone()[0])
+        if not terms:
+            return {}, messages
+        cursor.execute(
+            "SELECT term, sum(df) FROM memory_search_term"
+            f" WHERE user_id = %s AND term IN ({', '.join(['%s'] * len(terms))}) AND df > 0 GROUP BY term",
+            [user_id, *terms],
+        )
+        return {term: int(df) for term, df in cursor.fetchall()}, messages
+
+
+def _chats_holding(user_id: int, agent_id: int | None, terms: list[str]) -> dict[int, set[str]]:
+    """Chats of the user (of `agent_id` when given) → those of `terms` they hold: for each term the
+    CHATS_PER_TERM chats where it is most frequent; then, for a term that has more chats than that,
+    whether the chats found through the others hold it too."""
+    if not terms:
+        return {}
+    agent_filter = (
+        " AND EXISTS (SELECT 1 FROM conversations_session AS s WHERE s.id = t.session_id AND s.agent_id = %s)"
+        if agent_id is not None
+        else ""
+    )
+    per_term = (
+        "SELECT * FROM (SELECT t.session_id, t.term FROM memory_search_term AS t"
+        f" WHERE t.user_id = %s AND t.term = %s AND t.df > 0{agent_filter} ORDER BY t.df DESC LIMIT %s) AS t"
+    )
+    params: list[object] = []
+    for term in terms:
+        params += [user_id, term, *([agent_id] if agent_id is not None else []), CHATS_PER_TERM]
+    held: dict[int, set[str]] = {}
+    found: dict[str, int] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(" UNION ALL ".join([per_term] * len(terms)), params)
+        for session_id, term in cursor.fetchall():
+            held.setdefault(session_id, set()).add(term)
+            found[term] = found.get(term, 0) + 1
+        bounded = [term for term in terms if found.get(term, 0) >= CHATS_PER_TERM]
+        if bounded and held:
+            chats = list(held)
+            cursor.execute(
+                "SELECT session_id, term FROM memory_search_term"
+                f" WHERE session_id IN ({', '.join(['%s'] * len(chats))})"
+                f" AND term IN ({', '.join(['%s'] * len(bounded))}) AND df > 0",
+                [*chats, *bounded],
+            )
+            for session_id, term in cursor.fetchall():
+                held[session_id].add(term)
+    return held
+
+
+_CHAT_COLUMNS = (
+    "SELECT s.id, a.slug, s.chat_id, s.title, st.messages, st.last_id FROM conversations_session AS s"
+    " JOIN conversations_agent AS a ON a.id = s.agent_id"
+    " JOIN memory_search_session AS st ON st.session_id = s.id AND st.messages > 0"
+)
+
+
+def _chats(user_id: int, agent_id: int | None, session_ids: set[int]) -> dict[int, _Chat]:
+    """Those of the chats that are the user's (and `agent_id`'s when given) and hold a message."""
+    if not session_ids:
+        return {}
+    ids = sorted(session_ids)
     agent_filter = " AND s.agent_id = %s" if agent_id is not None else ""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT s.id, a.slug, s.chat_id, s.title, st.messages, st.last_id, t.term, t.df"
-            " FROM conversations_session AS s"
-            " JOIN conversations_agent AS a ON a.id = s.agent_id"
-            " JOIN memory_search_session AS st ON st.session_id = s.id AND st.messages > 0"
-            " LEFT JOIN memory_search_term AS t"
-            f" ON t.session_id = s.id AND t.term IN ({placeholders}) AND t.df > 0"
-            f" WHERE s.user_id = %s{agent_filter}",
-            [*(terms or [""]), user_id, *([agent_id] if agent_id is not None else [])],
+            f"{_CHAT_COLUMNS} WHERE s.id IN ({', '.join(['%s'] * len(ids))}) AND s.user_id = %s{agent_filter}",
+            [*ids, user_id, *([agent_id] if agent_id is not None else [])],
         )
-        rows = cursor.fetchall()
-    chats: dict[int, _Chat] = {}
-    frequencies: dict[int, dict[str, int]] = {}
-    for session_id, slug, chat_id, title, messages, last_id, term, df in rows:
-        if session_id not in chats:
-            chats[session_id] = _Chat(session_id, slug, chat_id, title, messages, last_id)
-            frequencies[session_id] = {}
-        if term is not None:
-            frequencies[session_id][term] = df
-    return chats, frequencies
+        return {row[0]: _Chat(*row) for row in cursor.fetchall()}
+
+
+def _newest_chats(user_id: int, agent_id: int | None) -> list[_Chat]:
+    """The user's CHATS_SEARCHED chats (of `agent_id` when given) with the newest messages."""
+    agent_filter = " AND s.agent_id = %s" if agent_id is not None else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{_CHAT_COLUMNS} WHERE s.user_id = %s{agent_filter} ORDER BY st.last_id DESC LIMIT %s",
+            [user_id, *([agent_id] if agent_id is not None else []), CHATS_SEARCHED],
+        )
+        return [_Chat(*row) for row in cursor.fetchall()]
+
+
+def _user_chat_ids(user_id: int, agent_id: int | None) -> list[int]:
+    chats = Session.objects.filter(user_id=user_id)
+    if agent_id is not None:
+        chats = chats.filter(agent_id=agent_id)
+    return list(chats.values_list("id", flat=True))
 
 
 def _chats_with_days(session_ids: list[int], spans: list[tuple[datetime, datetime]]) -> set[int]:
@@ -177,29 +281,3 @@ def _chats_with_days(session_ids: list[int], spans: list[tuple[datetime, datetim
                 )
                 found.update(row[0] for row in cursor.fetchall())
     return found
-
-
-def chat_scores(chats: dict[int, _Chat], frequencies: dict[int, dict[str, int]], dated: set[int]) -> dict[int, float]:
-    """Each chat's summed weight of the query terms it holds, each term weighed as the chat's search
-    weighs it (IDF squared) but with the user's statistics: document frequencies and message counts
-    summed over the chats; plus DATE_CHAT_BONUS × the heaviest term's weight (at least 1) for a chat in
-    `dated`."""
-    messages = sum(chat.messages for chat in chats.values())
-    user_df: dict[str, int] = {}
-    for held in frequencies.values():
-        for term, df in held.items():
-            user_df[term] = user_df.get(term, 0) + df
-    weights = {term: idf(df, messages) ** 2 for term, df in user_df.items()}
-    bonus = DATE_CHAT_BONUS * max([1.0, *weights.values()])
-    return {
-        session_id: sum(weights[term] for term in frequencies[session_id]) + (bonus if session_id in dated else 0.0)
-        for session_id in chats
-    }
-
-
-def _chosen(chats: dict[int, _Chat], scores: dict[int, float]) -> list[_Chat]:
-    """The CHATS_SEARCHED chats with the highest `chat_scores` above 0 (ties: the newest messages
-    first); the chats with the newest messages when none scores."""
-    ranked = sorted(chats.values(), key=lambda chat: (-scores[chat.session_id], -chat.last_id))
-    scoring = [chat for chat in ranked if scores[chat.session_id] > 0 and math.isfinite(scores[chat.session_id])]
-    return (scoring or ranked)[:CHATS_SEARCHED]
