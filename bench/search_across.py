@@ -36,6 +36,8 @@ from django.test import override_settings  # noqa: E402
 
 from bench import search as data_set  # noqa: E402  (sets up Django on its database: var/bench/ or DATABASE_URL)
 from memory.search import across  # noqa: E402
+from memory.search import postgres as pg_backend  # noqa: E402
+from memory.search import sqlite as sqlite_backend  # noqa: E402
 from textsearch.text import query_terms  # noqa: E402
 
 CHATS = range(2, 1002)
@@ -54,14 +56,17 @@ def users() -> tuple[object, list[object]]:
 
 
 def own(owners: list[object]) -> None:
-    """Session `CHATS[i]` becomes `owners[i]`'s."""
+    """Session `CHATS[i]` becomes `owners[i]`'s. Their term rows (millions) move with them (memory
+    0017's trigger): with the (user, term) index dropped first and built again after, as the migration
+    builds it, rather than updated row by row."""
+    backend = pg_backend if connection.vendor == "postgresql" else sqlite_backend
     with transaction.atomic(), connection.cursor() as cursor:
-        if connection.vendor == "sqlite":  # the chats' term rows move with them (memory 0017): millions
-            cursor.execute("PRAGMA cache_size = -2000000")
+        cursor.execute("DROP INDEX IF EXISTS memory_search_term_user")
         cursor.executemany(
             "UPDATE conversations_session SET user_id = %s WHERE id = %s AND user_id <> %s",
             [(owner.pk, session_id, owner.pk) for owner, session_id in zip(owners, CHATS, strict=True)],
         )
+        cursor.execute(backend.OWNER_INDEX)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:  # as autovacuum would have by then: the moved rows' old versions gone
             cursor.execute("VACUUM (ANALYZE) conversations_session, memory_search_term")

@@ -44,9 +44,6 @@ from textsearch.text import query_terms
 # How many chats one search ranks in full (each costs about one chat's search); chosen on LoCoMo and
 # the 1,000-chat data set of bench/search.py (docs/benchmarks.md).
 CHATS_SEARCHED = 4
-# How many chats, most frequent first, the choice reads for each term of the question: a word in more
-# of the user's chats counts in the others only if they come in through another word.
-CHATS_PER_TERM = 50
 # A chat with a message on a day the question names counts as holding one more of its words.
 DATE_CHAT_BONUS = 1.0
 DEFAULT_LIMIT = 20
@@ -147,30 +144,33 @@ def chats_chosen(
 ) -> Choice:
     """The CHATS_SEARCHED chats of the user (of `agent_id` when given) worth searching for `terms` and
     the days of `spans`, from the user's term rows (memory_search_term by user, memory 0017): the
-    user's document frequency of each term (its weight), then for each term the CHATS_PER_TERM chats
-    where it is most frequent, and whether those chats hold the other terms. A handful of short
-    queries, however many chats the user has."""
+    user's document frequency of each term gives its weight, then each chat's summed weight of the
+    terms it holds is added up in the database. Two range reads of the (user, term) index a term,
+    however many chats the user has; only the best chats' rows cross into Python."""
     frequencies, messages = _user_statistics(user_id, terms)
     weights = {term: idf(df, messages) ** 2 for term, df in frequencies.items()}
-    held = _chats_holding(user_id, agent_id, list(weights))
-    dated = _chats_with_days(_user_chat_ids(user_id, agent_id), spans) if spans else set()
-    bonus = DATE_CHAT_BONUS * max([1.0, *weights.values()])
-    candidates = _chats(user_id, agent_id, set(held) | dated)
-    scores = {
-        session_id: sum(weights[term] for term in held.get(session_id, ())) + (bonus if session_id in dated else 0.0)
-        for session_id in candidates
-    }
-    ranked = sorted(candidates.values(), key=lambda chat: (-scores[chat.session_id], -chat.last_id))
-    chosen = [chat for chat in ranked if scores[chat.session_id] > 0 and math.isfinite(scores[chat.session_id])]
-    if not chosen:
+    scores, last_ids = _chat_weights(user_id, agent_id, weights, everything=bool(spans))
+    if spans:
+        dated = _chats_with_days(_user_chat_ids(user_id, agent_id), spans)
+        bonus = DATE_CHAT_BONUS * max([1.0, *weights.values()])
+        for chat in _chats(user_id, agent_id, dated - set(scores)).values():
+            scores[chat.session_id], last_ids[chat.session_id] = 0.0, chat.last_id
+        for session_id in dated & set(scores):
+            scores[session_id] += bonus
+    ranked = sorted(
+        (session_id for session_id, score in scores.items() if score > 0 and math.isfinite(score)),
+        key=lambda session_id: (-scores[session_id], -last_ids[session_id]),
+    )[:CHATS_SEARCHED]
+    if not ranked:
         chosen = _newest_chats(user_id, agent_id)
-        scores = {chat.session_id: 0.0 for chat in chosen}
-    return Choice(chosen[:CHATS_SEARCHED], scores)
+        return Choice(chosen, {chat.session_id: 0.0 for chat in chosen})
+    chats = _chats(user_id, agent_id, set(ranked))
+    return Choice([chats[session_id] for session_id in ranked if session_id in chats], scores)
 
 
 def _user_statistics(user_id: int, terms: list[str]) -> tuple[dict[str, int], int]:
     """For those of `terms` any chat of the user holds, their document frequency summed over the
-    user's chats (each a range of the (user, term) index); and the user's message count."""
+    user's chats (a range of the (user, term) index each); and the user's message count."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT coalesce(sum(st.messages), 0) FROM conversations_session AS s"
@@ -188,43 +188,41 @@ def _user_statistics(user_id: int, terms: list[str]) -> tuple[dict[str, int], in
         return {term: int(df) for term, df in cursor.fetchall()}, messages
 
 
-def _chats_holding(user_id: int, agent_id: int | None, terms: list[str]) -> dict[int, set[str]]:
-    """Chats of the user (of `agent_id` when given) → those of `terms` they hold: for each term the
-    CHATS_PER_TERM chats where it is most frequent; then, for a term that has more chats than that,
-    whether the chats found through the others hold it too."""
-    if not terms:
-        return {}
-    agent_filter = (
-        " AND EXISTS (SELECT 1 FROM conversations_session AS s WHERE s.id = t.session_id AND s.agent_id = %s)"
-        if agent_id is not None
-        else ""
+# Scores summed in SQL are rounded before they are compared: chats holding the same terms tie, however
+# the database ordered the additions.
+_SCORE_DIGITS = 9
+
+
+def _chat_weights(
+    user_id: int, agent_id: int | None, weights: dict[str, float], *, everything: bool
+) -> tuple[dict[int, float], dict[int, int]]:
+    """The user's chats (of `agent_id` when given) holding any of the weighed terms → their summed
+    weight, and → the id of their newest message: the best CHATS_SEARCHED (ties at the last place
+    included), or with `everything` all of them. Summed and sorted in the database, from the (user,
+    term) index: one range a term."""
+    if not weights:
+        return {}, {}
+    terms = " UNION ALL ".join(["SELECT %s AS term, %s AS weight"] * len(weights))
+    agent_join = " JOIN conversations_session AS s ON s.id = g.session_id AND s.agent_id = %s" if agent_id else ""
+    scored = (
+        f"SELECT g.session_id, round(CAST(g.score AS NUMERIC), {_SCORE_DIGITS}) AS score, st.last_id FROM ("
+        " SELECT t.session_id, sum(w.weight) AS score FROM memory_search_term AS t"
+        f" JOIN ({terms}) AS w ON w.term = t.term WHERE t.user_id = %s AND t.df > 0 GROUP BY t.session_id"
+        f") AS g JOIN memory_search_session AS st ON st.session_id = g.session_id{agent_join}"
     )
-    per_term = (
-        "SELECT * FROM (SELECT t.session_id, t.term FROM memory_search_term AS t"
-        f" WHERE t.user_id = %s AND t.term = %s AND t.df > 0{agent_filter} ORDER BY t.df DESC LIMIT %s) AS t"
-    )
-    params: list[object] = []
-    for term in terms:
-        params += [user_id, term, *([agent_id] if agent_id is not None else []), CHATS_PER_TERM]
-    held: dict[int, set[str]] = {}
-    found: dict[str, int] = {}
+    params: list[object] = [value for item in weights.items() for value in item]
+    params += [user_id, *([agent_id] if agent_id else [])]
+    if not everything:
+        # The last place's score, then every chat scoring at least as much (its ties).
+        scored = (
+            f"WITH c AS ({scored}) SELECT * FROM c WHERE score >= (SELECT min(score) FROM"
+            " (SELECT score FROM c ORDER BY score DESC LIMIT %s) AS best)"
+        )
+        params.append(CHATS_SEARCHED)
     with connection.cursor() as cursor:
-        cursor.execute(" UNION ALL ".join([per_term] * len(terms)), params)
-        for session_id, term in cursor.fetchall():
-            held.setdefault(session_id, set()).add(term)
-            found[term] = found.get(term, 0) + 1
-        bounded = [term for term in terms if found.get(term, 0) >= CHATS_PER_TERM]
-        if bounded and held:
-            chats = list(held)
-            cursor.execute(
-                "SELECT session_id, term FROM memory_search_term"
-                f" WHERE session_id IN ({', '.join(['%s'] * len(chats))})"
-                f" AND term IN ({', '.join(['%s'] * len(bounded))}) AND df > 0",
-                [*chats, *bounded],
-            )
-            for session_id, term in cursor.fetchall():
-                held[session_id].add(term)
-    return held
+        cursor.execute(scored, params)
+        rows = cursor.fetchall()
+    return {row[0]: float(row[1]) for row in rows}, {row[0]: row[2] for row in rows}
 
 
 _CHAT_COLUMNS = (

@@ -130,10 +130,10 @@ def _terms_removed(rows: str) -> str:
 # The owner of each chat's term rows (memory_search_term.user_id, memory 0017): search across a user's
 # chats (memory.search.across) reads a term's chats on the (user, term) index instead of probing every
 # chat. A new term row takes its chat's user; a chat given to another user moves its rows with it.
-# Memory 0017 carries its own copy.
+# Memory 0017 carries its own copy. The index is built after the fill (BACKFILL), as the GIN index is.
+OWNER_INDEX = """CREATE INDEX IF NOT EXISTS memory_search_term_user ON memory_search_term (user_id, term, df DESC)
+        INCLUDE (session_id)"""
 OWNER_INSTALL = [
-    """CREATE INDEX IF NOT EXISTS memory_search_term_user ON memory_search_term (user_id, term, df DESC)
-        INCLUDE (session_id)""",
     """CREATE OR REPLACE FUNCTION memory_search_term_owner() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
             SELECT user_id INTO NEW.user_id FROM conversations_session WHERE id = NEW.session_id;
@@ -225,6 +225,7 @@ BACKFILL = [
     # every lookup scans the whole list, so searches slow down as messages arrive. Writing into the
     # index directly adds next to nothing to a message append.
     "CREATE INDEX memory_message_search_vector ON memory_message_search USING gin (vector) WITH (fastupdate = off)",
+    OWNER_INDEX,
 ]
 
 UNINSTALL = [

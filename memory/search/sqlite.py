@@ -73,8 +73,9 @@ CONTENT_VIEW = "memory_message_fts_content"
 # chats (memory.search.across) reads a term's chats on the (user, term) index instead of probing every
 # chat. A new term row takes its chat's user; a chat given to another user moves its rows with it.
 # Memory 0017 carries its own copy.
+OWNER_INDEX = """CREATE INDEX IF NOT EXISTS memory_search_term_user ON memory_search_term (user_id, term, df DESC)"""
 OWNER_INSTALL = [
-    """CREATE INDEX IF NOT EXISTS memory_search_term_user ON memory_search_term (user_id, term, df DESC)""",
+    OWNER_INDEX,
     """CREATE TRIGGER IF NOT EXISTS memory_search_term_owner AFTER INSERT ON memory_search_term
         WHEN new.user_id IS NULL
         BEGIN

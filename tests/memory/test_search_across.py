@@ -112,19 +112,18 @@ def test_a_rare_word_across_chats_picks_its_chat_when_only_some_are_searched(use
     assert hits and {hit.chat_id for hit in hits} == {target.chat_id}
 
 
-def test_a_word_in_more_chats_than_are_read_per_term_still_counts_where_it_is(user, monkeypatch):
-    """Only the CHATS_PER_TERM chats where "garden" is most frequent are read for it, and none of them
-    holds "gnome"; the chat that holds both still gets both words' weight, through "gnome"."""
-    monkeypatch.setattr(across, "CHATS_PER_TERM", 2)
-    monkeypatch.setattr(across, "CHATS_SEARCHED", 1)
+def test_the_choice_weighs_every_word_a_chat_holds_and_breaks_ties_by_the_newest(user, monkeypatch):
+    monkeypatch.setattr(across, "CHATS_SEARCHED", 2)
     for number in range(4):
         chat(user, f"g{number}", "The garden again.", "Garden garden.", "More garden.")
     both = chat(user, "both", "The garden gnome is called Archibald.")
-    chat(user, "gnomes", "A gnome figure sat on the wall.")  # newer: it would win a tie
+    gnomes = chat(user, "gnomes", "A gnome figure sat on the wall.")  # newer than "both"
     choice = across.chats_chosen(user_id=user.pk, agent_id=None, terms=["garden", "gnome"], spans=[])
-    assert [c.chat_id for c in choice.chats] == [both.chat_id]
-    assert choice.scores[both.pk] > choice.scores[Session.objects.get(chat_id="gnomes").pk]
-    assert {hit.chat_id for hit in search_all_chats(user=user, query="garden gnome")} == {both.chat_id}
+    assert [c.chat_id for c in choice.chats] == [both.chat_id, gnomes.chat_id]
+    assert choice.scores[both.pk] > choice.scores[gnomes.pk]
+    # "garden" alone: the four garden chats tie with "both"; the newest two are chosen.
+    alone = across.chats_chosen(user_id=user.pk, agent_id=None, terms=["garden"], spans=[])
+    assert [c.chat_id for c in alone.chats] == ["both", "g3"]
 
 
 def test_the_choice_reads_only_the_users_chats_of_the_agent(user, other_user, helper_agent):
