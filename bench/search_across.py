@@ -14,8 +14,8 @@ messages never move):
 Each query (bench/search.py's: 1–6 terms, a third of them common) is timed end to end through
 memory.search.across.search_all_chats(limit=20), what `GET /search` runs, after a warm-up: words only,
 and with `--semantic` also with semantic search on (random vectors, bench/search.py --semantic).
-Reported too: the choice of chats alone (one query), the chats a search ranked in full, and the
-share of queries whose best result comes from the best-scored chat.
+Reported too: the choice of chats alone (memory.search.across.chats_chosen) and the chats a search
+ranked in full.
 """
 
 from __future__ import annotations

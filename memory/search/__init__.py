@@ -211,7 +211,12 @@ def _day(value: datetime | str) -> str:
 
 
 def search_history(
-    *, session: Session, query: str, limit: int = 5, encodings: dict[str, Future] | None = None
+    *,
+    session: Session,
+    query: str,
+    limit: int = 5,
+    encodings: dict[str, Future] | None = None,
+    snippets: bool = True,
 ) -> list[SearchHit]:
     """The messages of `session` that best answer `query` (any text), best first, at most `limit`
     (clamped to 1–MAX_LIMIT). A query with no words left after stop words, and no date, finds nothing.
@@ -223,7 +228,9 @@ def search_history(
 
     `encodings`: the question's vectors under way by the text encoded (the question without the
     chat's speakers' names), shared by the searches of several chats (memory.search.across): a text
-    already there is not encoded again, one encoded here is added."""
+    already there is not encoded again, one encoded here is added. `snippets=False`: each hit's
+    `snippet` is the message's whole readable text, for a caller that cuts snippets (textsearch.text.
+    snippet, with the query's terms) of only the hits it keeps."""
     limit = max(1, min(MAX_LIMIT, limit))
     terms = query_terms(query)
     spans = cues.date_spans(query)
@@ -301,7 +308,7 @@ def search_history(
                 message_id=message_id,
                 role=role,
                 created_at=_aware(created_at),
-                snippet=snippet(text, terms),
+                snippet=snippet(text, terms) if snippets else text,
                 score=round(score, 4),
             )
         )

@@ -5,12 +5,14 @@ its term frequencies, its speakers, its sentence vectors, each score a z-score o
 chats the same ranking runs in each chat worth searching, and the results meet on that scale:
 
 1. The question's terms are weighed with the user's statistics (the chats' document frequencies and
-   message counts summed over every chat searched): a word common in one chat but rare across the
+   message counts summed over all the user's chats): a word common in one chat but rare across the
    user's chats still tells chats apart.
 2. Each chat gets the summed weight of the terms it holds, plus DATE_CHAT_BONUS when it has a message
-   on a day the question names. The best CHATS_SEARCHED chats with a positive score are searched; a
-   question none of whose words any chat holds (and that names no day one has) searches the chats with
-   the newest messages, where meaning alone may still find it.
+   on a day the question names: added up in the database from the term rows of the user's chats
+   (memory_search_term by user_id, memory 0017), without visiting a chat that holds none of them.
+   The best CHATS_SEARCHED chats with a positive score are searched; a question none of whose words
+   any chat holds (and that names no day one has) searches the chats with the newest messages, where
+   meaning alone may still find it.
 3. Each of those chats is searched as its own search does it (words, cues, meaning, with its own
    statistics), and the hits are merged by score: each score is the message's distance from its own
    chat's mean in standard deviations, plus the cues' boosts, so it says how much a message stands out
@@ -20,15 +22,15 @@ chats the same ranking runs in each chat worth searching, and the results meet o
    the best chat's, and CHAT_SPEAKER_BOOST (the speaker cue's own weight) when the question names
    one of the chat's speakers (cues).
 
-Never anything of another user: the chats are the user's (and the agent's when one is given) before
-anything else is read. The model's memory tools call search_history on their own chat only: nothing
-here is reachable from a turn.
+Never anything of another user: only the user's term rows are read, and a chat is searched only once
+conversations_session says it is the user's (and the agent's when one is given). The model's memory
+tools call search_history on their own chat only: nothing here is reachable from a turn.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -39,7 +41,7 @@ from conversations.services import UnknownAgent
 from memory.search import MAX_LIMIT, SPEAKER_BOOST, search_history, speakers_lately
 from textsearch.cues import date_spans, named_speaker
 from textsearch.ranking import idf
-from textsearch.text import query_terms
+from textsearch.text import query_terms, snippet
 
 # How many chats one search ranks in full (each costs about one chat's search); chosen on LoCoMo and
 # the 1,000-chat data set of bench/search.py (docs/benchmarks.md).
@@ -100,7 +102,9 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     merged: list[tuple[float, int, ChatHit]] = []
     encodings: dict = {}  # the question is encoded once for every chat whose speakers it does not name
     for chat in chosen:
-        hits = search_history(session=sessions[chat.session_id], query=query, limit=limit, encodings=encodings)
+        hits = search_history(
+            session=sessions[chat.session_id], query=query, limit=limit, encodings=encodings, snippets=False
+        )
         boost = CHAT_SHARE_WEIGHT * scores[chat.session_id] / best if best > 0 else 0.0
         if named_speaker(query, _speakers(chat.session_id)):
             boost += CHAT_SPEAKER_BOOST
@@ -123,7 +127,8 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
                 )
             )
     merged.sort(key=lambda item: (-item[0], -item[1]))
-    return [hit for _, _, hit in merged[:limit]]
+    # The chats' hits carry their whole text: only those kept are cut into snippets.
+    return [replace(hit, snippet=snippet(hit.snippet, terms)) for _, _, hit in merged[:limit]]
 
 
 def _speakers(session_id: int) -> set[str]:
@@ -133,7 +138,7 @@ def _speakers(session_id: int) -> set[str]:
 
 @dataclass(frozen=True)
 class Choice:
-    """The chats a search ranks in full (best first) and the score of each (`chat_scores`)."""
+    """The chats a search ranks in full (best first), and each scored chat's summed term weight."""
 
     chats: list[_Chat]
     scores: dict[int, float]
