@@ -202,9 +202,9 @@ def _chat_weights(
     user_id: int, agent_id: int | None, weights: dict[str, float], *, everything: bool
 ) -> tuple[dict[int, float], dict[int, int]]:
     """The user's chats (of `agent_id` when given) holding any of the weighed terms → their summed
-    weight, and → the id of their newest message: the best CHATS_SEARCHED (ties at the last place
-    included), or with `everything` all of them. Summed and sorted in the database, from the (user,
-    term) index: one range a term."""
+    weight, and → the id of their newest message: the best CHATS_SEARCHED (ties: the newest messages
+    first), or with `everything` all of them. Summed and sorted in the database, from the (user, term)
+    index: one range a term."""
     if not weights:
         return {}, {}
     terms = " UNION ALL ".join(["SELECT %s AS term, %s AS weight"] * len(weights))
@@ -218,11 +218,7 @@ def _chat_weights(
     params: list[object] = [value for item in weights.items() for value in item]
     params += [user_id, *([agent_id] if agent_id else [])]
     if not everything:
-        # The last place's score, then every chat scoring at least as much (its ties).
-        scored = (
-            f"WITH c AS ({scored}) SELECT * FROM c WHERE score >= (SELECT min(score) FROM"
-            " (SELECT score FROM c ORDER BY score DESC LIMIT %s) AS best)"
-        )
+        scored += " ORDER BY score DESC, st.last_id DESC LIMIT %s"
         params.append(CHATS_SEARCHED)
     with connection.cursor() as cursor:
         cursor.execute(scored, params)
