@@ -30,6 +30,7 @@ tools call search_history on their own chat only: nothing here is reachable from
 from __future__ import annotations
 
 import math
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -38,8 +39,9 @@ from django.db import connection
 
 from conversations.models import Agent, Session
 from conversations.services import UnknownAgent
+from memory import semantic
 from memory.search import MAX_LIMIT, SPEAKER_BOOST, search_history, speakers_lately
-from textsearch.cues import date_spans, named_speaker
+from textsearch.cues import date_spans, named_speaker, without_names
 from textsearch.ranking import idf
 from textsearch.text import query_terms, snippet
 
@@ -93,6 +95,7 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     spans = date_spans(query)
     if not terms and not spans:
         return []
+    encodings = _encoding_started(query)
     choice = chats_chosen(user_id=user.pk, agent_id=agent_id, terms=terms, spans=spans)
     if not choice.chats:
         return []
@@ -100,7 +103,6 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     best = max(scores[chat.session_id] for chat in chosen)
     sessions = {session.pk: session for session in Session.objects.filter(pk__in=[chat.session_id for chat in chosen])}
     merged: list[tuple[float, int, ChatHit]] = []
-    encodings: dict = {}  # the question is encoded once for every chat whose speakers it does not name
     for chat in chosen:
         hits = search_history(
             session=sessions[chat.session_id], query=query, limit=limit, encodings=encodings, snippets=False
@@ -129,6 +131,21 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     merged.sort(key=lambda item: (-item[0], -item[1]))
     # The chats' hits carry their whole text: only those kept are cut into snippets.
     return [replace(hit, snippet=snippet(hit.snippet, terms)) for _, _, hit in merged[:limit]]
+
+
+def _encoding_started(query: str) -> dict[str, Future]:
+    """The question's vector under way (semantic search on), by the text a chat's search encodes when
+    the question names none of its speakers: started before the choice of chats, so that the encoding
+    runs beside it, and shared by every chat searched whose speakers the question does not name
+    (search_history's `encodings`). Empty when semantic search is off or the encoder cannot start
+    (each chat's search then tries, and says why)."""
+    if not semantic.enabled():
+        return {}
+    text = without_names(query, set()) or query
+    try:
+        return {text: semantic.query_vector(text)}
+    except Exception:
+        return {}
 
 
 def _speakers(session_id: int) -> set[str]:
