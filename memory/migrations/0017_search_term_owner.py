@@ -41,10 +41,12 @@ POSTGRES_FORWARDS = [
         INCLUDE (session_id)""",
     """CREATE OR REPLACE FUNCTION memory_search_term_owner() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            SELECT user_id INTO NEW.user_id FROM conversations_session WHERE id = NEW.session_id;
-            RETURN NEW;
+            UPDATE memory_search_term
+                SET user_id = (SELECT user_id FROM conversations_session WHERE id = NEW.session_id)
+                WHERE session_id = NEW.session_id AND term = NEW.term;
+            RETURN NULL;
         END $$""",
-    """CREATE OR REPLACE TRIGGER memory_search_term_owner BEFORE INSERT ON memory_search_term
+    """CREATE OR REPLACE TRIGGER memory_search_term_owner AFTER INSERT ON memory_search_term
         FOR EACH ROW WHEN (NEW.user_id IS NULL) EXECUTE FUNCTION memory_search_term_owner()""",
     """CREATE OR REPLACE FUNCTION memory_search_session_owner() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN

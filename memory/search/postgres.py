@@ -129,17 +129,20 @@ def _terms_removed(rows: str) -> str:
 
 # The owner of each chat's term rows (memory_search_term.user_id, memory 0017): search across a user's
 # chats (memory.search.across) reads a term's chats on the (user, term) index instead of probing every
-# chat. A new term row takes its chat's user; a chat given to another user moves its rows with it.
+# chat. A new term row takes its chat's user (after it is inserted: an append's upsert of terms the chat
+# already holds inserts none, and runs nothing); a chat given to another user moves its rows with it.
 # Memory 0017 carries its own copy. The index is built after the fill (BACKFILL), as the GIN index is.
 OWNER_INDEX = """CREATE INDEX IF NOT EXISTS memory_search_term_user ON memory_search_term (user_id, term, df DESC)
         INCLUDE (session_id)"""
 OWNER_INSTALL = [
     """CREATE OR REPLACE FUNCTION memory_search_term_owner() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            SELECT user_id INTO NEW.user_id FROM conversations_session WHERE id = NEW.session_id;
-            RETURN NEW;
+            UPDATE memory_search_term
+                SET user_id = (SELECT user_id FROM conversations_session WHERE id = NEW.session_id)
+                WHERE session_id = NEW.session_id AND term = NEW.term;
+            RETURN NULL;
         END $$""",
-    """CREATE OR REPLACE TRIGGER memory_search_term_owner BEFORE INSERT ON memory_search_term
+    """CREATE OR REPLACE TRIGGER memory_search_term_owner AFTER INSERT ON memory_search_term
         FOR EACH ROW WHEN (NEW.user_id IS NULL) EXECUTE FUNCTION memory_search_term_owner()""",
     """CREATE OR REPLACE FUNCTION memory_search_session_owner() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
