@@ -69,8 +69,8 @@ def own(owners: list[object]) -> None:
         if all(owner_of[session_id] == user_id for session_id, user_id in cursor.fetchall()):
             return
         cursor.execute("DROP INDEX IF EXISTS memory_search_term_user")
-        if connection.vendor == "postgresql":
-            cursor.execute("ALTER TABLE conversations_session DISABLE TRIGGER memory_search_session_owner")
+        if connection.vendor == "postgresql":  # no trigger in this transaction (the users exist)
+            cursor.execute("SET LOCAL session_replication_role = replica")
         else:
             cursor.execute("DROP TRIGGER IF EXISTS memory_search_session_owner")
         cursor.executemany(
@@ -82,9 +82,7 @@ def own(owners: list[object]) -> None:
             " WHERE s.id = memory_search_term.session_id AND memory_search_term.session_id BETWEEN %s AND %s",
             [CHATS[0], CHATS[-1]],
         )
-        if connection.vendor == "postgresql":
-            cursor.execute("ALTER TABLE conversations_session ENABLE TRIGGER memory_search_session_owner")
-        else:
+        if connection.vendor == "sqlite":
             cursor.execute(next(sql for sql in backend.OWNER_INSTALL if "memory_search_session_owner" in sql))
         cursor.execute(backend.OWNER_INDEX)
     if connection.vendor == "postgresql":
