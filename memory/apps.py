@@ -25,8 +25,12 @@ def _search_triggers_ensure(using: str = "default", **kwargs) -> None:
         )
         if cursor.fetchone()[0] < 2:
             return
+        # The term rows' owners (memory 0017): not while migrated back before it.
+        cursor.execute("SELECT count(*) FROM pragma_table_info('memory_search_term') WHERE name = 'user_id'")
+        owners = cursor.fetchone()[0] > 0
         for statement in sqlite.INSTALL:
-            cursor.execute(statement)
+            if owners or statement not in sqlite.OWNER_INSTALL:
+                cursor.execute(statement)
 
 
 class MemoryConfig(AppConfig):

@@ -210,27 +210,46 @@ def _day(value: datetime | str) -> str:
     return value.astimezone(UTC).date().isoformat()
 
 
-def search_history(*, session: Session, query: str, limit: int = 5) -> list[SearchHit]:
+def search_history(
+    *,
+    session: Session,
+    query: str,
+    limit: int = 5,
+    encodings: dict[str, Future] | None = None,
+    snippets: bool = True,
+) -> list[SearchHit]:
     """The messages of `session` that best answer `query` (any text), best first, at most `limit`
     (clamped to 1–MAX_LIMIT). A query with no words left after stop words, and no date, finds nothing.
 
     Candidates come from the word index, from the days the query names (cues.date_spans) and, with
     semantic search on and the chat indexed (memory.semantic.ready), from the sentence vectors nearest
     to the question. Each is scored by its BM25F and its similarity, each as a z-score over the chat,
-    plus the speaker and date cues (module docstring)."""
+    plus the speaker and date cues (module docstring).
+
+    `encodings`: the question's vectors under way by the text encoded (the question without the
+    chat's speakers' names), shared by the searches of several chats (memory.search.across): a text
+    already there is not encoded again, one encoded here is added. `snippets=False`: each hit's
+    `snippet` is the message's whole readable text, for a caller that cuts snippets (textsearch.text.
+    snippet, with the query's terms) of only the hits it keeps."""
     limit = max(1, min(MAX_LIMIT, limit))
     terms = query_terms(query)
     spans = cues.date_spans(query)
     if not terms and not spans:
         return []
-    early = _early_encoding(session.pk, query)
+    early = _early_encoding(session.pk, query, encodings)
     stats, term_stats, chat_speakers = _statistics(session.pk, terms)
     if stats is None:
         return []
     _speakers_seen(session.pk, chat_speakers)
     encoder_query = cues.without_names(query, chat_speakers) or query
     encoding = early[1] if early is not None and early[0] == encoder_query else None
+    if encoding is None and encodings is not None:
+        encoding = encodings.get(encoder_query)
     near, rerank = _semantic_start(session.pk, encoder_query, stats=stats, encoding=encoding)
+    if encodings is not None and near is not None:
+        encodings.setdefault(encoder_query, near.encoding)
+    elif encodings is not None and rerank is not None:
+        encodings.setdefault(encoder_query, rerank)
     terms = [term for term in terms if term in term_stats]
     weights = {term: ranking.term_weight(term_stats[term][0], stats.messages) for term in terms}
     vectors_before = near.window_start if near is not None else None
@@ -289,7 +308,7 @@ def search_history(*, session: Session, query: str, limit: int = 5) -> list[Sear
                 message_id=message_id,
                 role=role,
                 created_at=_aware(created_at),
-                snippet=snippet(text, terms),
+                snippet=snippet(text, terms) if snippets else text,
                 score=round(score, 4),
             )
         )
@@ -308,7 +327,9 @@ def speakers_lately(session_id: int) -> set[str] | None:
         return _speakers_lately.get(session_id)
 
 
-def _early_encoding(session_id: int, query: str) -> tuple[str, Future] | None:
+def _early_encoding(
+    session_id: int, query: str, encodings: dict[str, Future] | None = None
+) -> tuple[str, Future] | None:
     """(text, its vector under way) of the question as the semantic side will encode it if the chat's
     speakers are still those of its last search in this process: started before the chat's statistics
     are read (which tell its speakers), so that the encoding, the longest part of a search, runs beside
@@ -318,6 +339,8 @@ def _early_encoding(session_id: int, query: str) -> tuple[str, Future] | None:
     if speakers is None or not semantic.enabled():
         return None
     text = cues.without_names(query, speakers) or query
+    if encodings is not None and text in encodings:
+        return text, encodings[text]
     try:
         return text, semantic.query_vector(text)
     except Exception:  # the search starts it again, and says why if it fails again

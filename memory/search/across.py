@@ -5,12 +5,14 @@ its term frequencies, its speakers, its sentence vectors, each score a z-score o
 chats the same ranking runs in each chat worth searching, and the results meet on that scale:
 
 1. The question's terms are weighed with the user's statistics (the chats' document frequencies and
-   message counts summed over every chat searched): a word common in one chat but rare across the
+   message counts summed over all the user's chats): a word common in one chat but rare across the
    user's chats still tells chats apart.
 2. Each chat gets the summed weight of the terms it holds, plus DATE_CHAT_BONUS when it has a message
-   on a day the question names. The best CHATS_SEARCHED chats with a positive score are searched; a
-   question none of whose words any chat holds (and that names no day one has) searches the chats with
-   the newest messages, where meaning alone may still find it.
+   on a day the question names: added up in the database from the term rows of the user's chats
+   (memory_search_term by user_id, memory 0017), without visiting a chat that holds none of them.
+   The best CHATS_SEARCHED chats with a positive score are searched; a question none of whose words
+   any chat holds (and that names no day one has) searches the chats with the newest messages, where
+   meaning alone may still find it.
 3. Each of those chats is searched as its own search does it (words, cues, meaning, with its own
    statistics), and the hits are merged by score: each score is the message's distance from its own
    chat's mean in standard deviations, plus the cues' boosts, so it says how much a message stands out
@@ -20,15 +22,16 @@ chats the same ranking runs in each chat worth searching, and the results meet o
    the best chat's, and CHAT_SPEAKER_BOOST (the speaker cue's own weight) when the question names
    one of the chat's speakers (cues).
 
-Never anything of another user: the chats are the user's (and the agent's when one is given) before
-anything else is read. The model's memory tools call search_history on their own chat only: nothing
-here is reachable from a turn.
+Never anything of another user: only the user's term rows are read, and a chat is searched only once
+conversations_session says it is the user's (and the agent's when one is given). The model's memory
+tools call search_history on their own chat only: nothing here is reachable from a turn.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -36,10 +39,11 @@ from django.db import connection
 
 from conversations.models import Agent, Session
 from conversations.services import UnknownAgent
+from memory import semantic
 from memory.search import MAX_LIMIT, SPEAKER_BOOST, search_history, speakers_lately
-from textsearch.cues import date_spans, named_speaker
+from textsearch.cues import date_spans, named_speaker, without_names
 from textsearch.ranking import idf
-from textsearch.text import query_terms
+from textsearch.text import query_terms, snippet
 
 # How many chats one search ranks in full (each costs about one chat's search); chosen on LoCoMo and
 # the 1,000-chat data set of bench/search.py (docs/benchmarks.md).
@@ -91,17 +95,18 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     spans = date_spans(query)
     if not terms and not spans:
         return []
-    chats, frequencies = _chats_with_terms(user_id=user.pk, agent_id=agent_id, terms=terms)
-    if not chats:
+    encodings = _encoding_started(query)
+    choice = chats_chosen(user_id=user.pk, agent_id=agent_id, terms=terms, spans=spans)
+    if not choice.chats:
         return []
-    dated = _chats_with_days(list(chats), spans) if spans else set()
-    scores = chat_scores(chats, frequencies, dated)
-    chosen = _chosen(chats, scores)
+    chosen, scores = choice.chats, choice.scores
     best = max(scores[chat.session_id] for chat in chosen)
     sessions = {session.pk: session for session in Session.objects.filter(pk__in=[chat.session_id for chat in chosen])}
     merged: list[tuple[float, int, ChatHit]] = []
     for chat in chosen:
-        hits = search_history(session=sessions[chat.session_id], query=query, limit=limit)
+        hits = search_history(
+            session=sessions[chat.session_id], query=query, limit=limit, encodings=encodings, snippets=False
+        )
         boost = CHAT_SHARE_WEIGHT * scores[chat.session_id] / best if best > 0 else 0.0
         if named_speaker(query, _speakers(chat.session_id)):
             boost += CHAT_SPEAKER_BOOST
@@ -124,7 +129,23 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
                 )
             )
     merged.sort(key=lambda item: (-item[0], -item[1]))
-    return [hit for _, _, hit in merged[:limit]]
+    # The chats' hits carry their whole text: only those kept are cut into snippets.
+    return [replace(hit, snippet=snippet(hit.snippet, terms)) for _, _, hit in merged[:limit]]
+
+
+def _encoding_started(query: str) -> dict[str, Future]:
+    """The question's vector under way (semantic search on), by the text a chat's search encodes when
+    the question names none of its speakers: started before the choice of chats, so that the encoding
+    runs beside it, and shared by every chat searched whose speakers the question does not name
+    (search_history's `encodings`). Empty when semantic search is off or the encoder cannot start
+    (each chat's search then tries, and says why)."""
+    if not semantic.enabled():
+        return {}
+    text = without_names(query, set()) or query
+    try:
+        return {text: semantic.query_vector(text)}
+    except Exception:
+        return {}
 
 
 def _speakers(session_id: int) -> set[str]:
@@ -132,34 +153,133 @@ def _speakers(session_id: int) -> set[str]:
     return speakers_lately(session_id) or set()
 
 
-def _chats_with_terms(
-    *, user_id: int, agent_id: int | None, terms: list[str]
-) -> tuple[dict[int, _Chat], dict[int, dict[str, int]]]:
-    """The user's chats that hold any message (of `agent_id` when given), and for each the document
-    frequency of those of `terms` it holds: one query, the user's chats first."""
-    placeholders = ", ".join(["%s"] * len(terms or [""]))
+@dataclass(frozen=True)
+class Choice:
+    """The chats a search ranks in full (best first), and each scored chat's summed term weight."""
+
+    chats: list[_Chat]
+    scores: dict[int, float]
+
+
+def chats_chosen(
+    *, user_id: int, agent_id: int | None, terms: list[str], spans: list[tuple[datetime, datetime]]
+) -> Choice:
+    """The CHATS_SEARCHED chats of the user (of `agent_id` when given) worth searching for `terms` and
+    the days of `spans`, from the user's term rows (memory_search_term by user, memory 0017): the
+    user's document frequency of each term gives its weight, then each chat's summed weight of the
+    terms it holds is added up in the database. Two range reads of the (user, term) index a term,
+    however many chats the user has; only the best chats' rows cross into Python."""
+    frequencies, messages = _user_statistics(user_id, terms)
+    weights = {term: idf(df, messages) ** 2 for term, df in frequencies.items()}
+    scores, last_ids = _chat_weights(user_id, agent_id, weights, everything=bool(spans))
+    if spans:
+        dated = _chats_with_days(_user_chat_ids(user_id, agent_id), spans)
+        bonus = DATE_CHAT_BONUS * max([1.0, *weights.values()])
+        for chat in _chats(user_id, agent_id, dated - set(scores)).values():
+            scores[chat.session_id], last_ids[chat.session_id] = 0.0, chat.last_id
+        for session_id in dated & set(scores):
+            scores[session_id] += bonus
+    ranked = sorted(
+        (session_id for session_id, score in scores.items() if score > 0 and math.isfinite(score)),
+        key=lambda session_id: (-scores[session_id], -last_ids[session_id]),
+    )[:CHATS_SEARCHED]
+    if not ranked:
+        chosen = _newest_chats(user_id, agent_id)
+        return Choice(chosen, {chat.session_id: 0.0 for chat in chosen})
+    chats = _chats(user_id, agent_id, set(ranked))
+    return Choice([chats[session_id] for session_id in ranked if session_id in chats], scores)
+
+
+def _user_statistics(user_id: int, terms: list[str]) -> tuple[dict[str, int], int]:
+    """For those of `terms` any chat of the user holds, their document frequency summed over the
+    user's chats (a range of the (user, term) index each); and the user's message count."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT coalesce(sum(st.messages), 0) FROM conversations_session AS s"
+            " JOIN memory_search_session AS st ON st.session_id = s.id WHERE s.user_id = %s",
+            [user_id],
+        )
+        messages = int(cursor.fetchone()[0])
+        if not terms:
+            return {}, messages
+        cursor.execute(
+            "SELECT term, sum(df) FROM memory_search_term"
+            f" WHERE user_id = %s AND term IN ({', '.join(['%s'] * len(terms))}) AND df > 0 GROUP BY term",
+            [user_id, *terms],
+        )
+        return {term: int(df) for term, df in cursor.fetchall()}, messages
+
+
+# Scores summed in SQL are rounded before they are compared: chats holding the same terms tie, however
+# the database ordered the additions.
+_SCORE_DIGITS = 9
+
+
+def _chat_weights(
+    user_id: int, agent_id: int | None, weights: dict[str, float], *, everything: bool
+) -> tuple[dict[int, float], dict[int, int]]:
+    """The user's chats (of `agent_id` when given) holding any of the weighed terms → their summed
+    weight, and → the id of their newest message: the best CHATS_SEARCHED (ties: the newest messages
+    first), or with `everything` all of them. Summed and sorted in the database, from the (user, term)
+    index: one range a term."""
+    if not weights:
+        return {}, {}
+    terms = " UNION ALL ".join(["SELECT %s AS term, %s AS weight"] * len(weights))
+    agent_join = " JOIN conversations_session AS s ON s.id = g.session_id AND s.agent_id = %s" if agent_id else ""
+    scored = (
+        f"SELECT g.session_id, round(CAST(g.score AS NUMERIC), {_SCORE_DIGITS}) AS score, st.last_id FROM ("
+        " SELECT t.session_id, sum(w.weight) AS score FROM memory_search_term AS t"
+        f" JOIN ({terms}) AS w ON w.term = t.term WHERE t.user_id = %s AND t.df > 0 GROUP BY t.session_id"
+        f") AS g JOIN memory_search_session AS st ON st.session_id = g.session_id{agent_join}"
+    )
+    params: list[object] = [value for item in weights.items() for value in item]
+    params += [user_id, *([agent_id] if agent_id else [])]
+    if not everything:
+        scored += " ORDER BY score DESC, st.last_id DESC LIMIT %s"
+        params.append(CHATS_SEARCHED)
+    with connection.cursor() as cursor:
+        cursor.execute(scored, params)
+        rows = cursor.fetchall()
+    return {row[0]: float(row[1]) for row in rows}, {row[0]: row[2] for row in rows}
+
+
+_CHAT_COLUMNS = (
+    "SELECT s.id, a.slug, s.chat_id, s.title, st.messages, st.last_id FROM conversations_session AS s"
+    " JOIN conversations_agent AS a ON a.id = s.agent_id"
+    " JOIN memory_search_session AS st ON st.session_id = s.id AND st.messages > 0"
+)
+
+
+def _chats(user_id: int, agent_id: int | None, session_ids: set[int]) -> dict[int, _Chat]:
+    """Those of the chats that are the user's (and `agent_id`'s when given) and hold a message."""
+    if not session_ids:
+        return {}
+    ids = sorted(session_ids)
     agent_filter = " AND s.agent_id = %s" if agent_id is not None else ""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT s.id, a.slug, s.chat_id, s.title, st.messages, st.last_id, t.term, t.df"
-            " FROM conversations_session AS s"
-            " JOIN conversations_agent AS a ON a.id = s.agent_id"
-            " JOIN memory_search_session AS st ON st.session_id = s.id AND st.messages > 0"
-            " LEFT JOIN memory_search_term AS t"
-            f" ON t.session_id = s.id AND t.term IN ({placeholders}) AND t.df > 0"
-            f" WHERE s.user_id = %s{agent_filter}",
-            [*(terms or [""]), user_id, *([agent_id] if agent_id is not None else [])],
+            f"{_CHAT_COLUMNS} WHERE s.id IN ({', '.join(['%s'] * len(ids))}) AND s.user_id = %s{agent_filter}",
+            [*ids, user_id, *([agent_id] if agent_id is not None else [])],
         )
-        rows = cursor.fetchall()
-    chats: dict[int, _Chat] = {}
-    frequencies: dict[int, dict[str, int]] = {}
-    for session_id, slug, chat_id, title, messages, last_id, term, df in rows:
-        if session_id not in chats:
-            chats[session_id] = _Chat(session_id, slug, chat_id, title, messages, last_id)
-            frequencies[session_id] = {}
-        if term is not None:
-            frequencies[session_id][term] = df
-    return chats, frequencies
+        return {row[0]: _Chat(*row) for row in cursor.fetchall()}
+
+
+def _newest_chats(user_id: int, agent_id: int | None) -> list[_Chat]:
+    """The user's CHATS_SEARCHED chats (of `agent_id` when given) with the newest messages."""
+    agent_filter = " AND s.agent_id = %s" if agent_id is not None else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{_CHAT_COLUMNS} WHERE s.user_id = %s{agent_filter} ORDER BY st.last_id DESC LIMIT %s",
+            [user_id, *([agent_id] if agent_id is not None else []), CHATS_SEARCHED],
+        )
+        return [_Chat(*row) for row in cursor.fetchall()]
+
+
+def _user_chat_ids(user_id: int, agent_id: int | None) -> list[int]:
+    chats = Session.objects.filter(user_id=user_id)
+    if agent_id is not None:
+        chats = chats.filter(agent_id=agent_id)
+    return list(chats.values_list("id", flat=True))
 
 
 def _chats_with_days(session_ids: list[int], spans: list[tuple[datetime, datetime]]) -> set[int]:
@@ -177,29 +297,3 @@ def _chats_with_days(session_ids: list[int], spans: list[tuple[datetime, datetim
                 )
                 found.update(row[0] for row in cursor.fetchall())
     return found
-
-
-def chat_scores(chats: dict[int, _Chat], frequencies: dict[int, dict[str, int]], dated: set[int]) -> dict[int, float]:
-    """Each chat's summed weight of the query terms it holds, each term weighed as the chat's search
-    weighs it (IDF squared) but with the user's statistics: document frequencies and message counts
-    summed over the chats; plus DATE_CHAT_BONUS × the heaviest term's weight (at least 1) for a chat in
-    `dated`."""
-    messages = sum(chat.messages for chat in chats.values())
-    user_df: dict[str, int] = {}
-    for held in frequencies.values():
-        for term, df in held.items():
-            user_df[term] = user_df.get(term, 0) + df
-    weights = {term: idf(df, messages) ** 2 for term, df in user_df.items()}
-    bonus = DATE_CHAT_BONUS * max([1.0, *weights.values()])
-    return {
-        session_id: sum(weights[term] for term in frequencies[session_id]) + (bonus if session_id in dated else 0.0)
-        for session_id in chats
-    }
-
-
-def _chosen(chats: dict[int, _Chat], scores: dict[int, float]) -> list[_Chat]:
-    """The CHATS_SEARCHED chats with the highest `chat_scores` above 0 (ties: the newest messages
-    first); the chats with the newest messages when none scores."""
-    ranked = sorted(chats.values(), key=lambda chat: (-scores[chat.session_id], -chat.last_id))
-    scoring = [chat for chat in ranked if scores[chat.session_id] > 0 and math.isfinite(scores[chat.session_id])]
-    return (scoring or ranked)[:CHATS_SEARCHED]

@@ -127,6 +127,32 @@ def _terms_removed(rows: str) -> str:
             ON CONFLICT (session_id, term) DO UPDATE SET df = t.df + excluded.df;"""
 
 
+# The owner of each chat's term rows (memory_search_term.user_id, memory 0017): search across a user's
+# chats (memory.search.across) reads a term's chats on the (user, term) index instead of probing every
+# chat. A new term row takes its chat's user (after it is inserted: an append's upsert of terms the chat
+# already holds inserts none, and runs nothing); a chat given to another user moves its rows with it.
+# Memory 0017 carries its own copy. The index is built after the fill (BACKFILL), as the GIN index is.
+OWNER_INDEX = """CREATE INDEX IF NOT EXISTS memory_search_term_user ON memory_search_term (user_id, term, df DESC)
+        INCLUDE (session_id)"""
+OWNER_INSTALL = [
+    """CREATE OR REPLACE FUNCTION memory_search_term_owner() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE memory_search_term
+                SET user_id = (SELECT user_id FROM conversations_session WHERE id = NEW.session_id)
+                WHERE session_id = NEW.session_id AND term = NEW.term;
+            RETURN NULL;
+        END $$""",
+    """CREATE OR REPLACE TRIGGER memory_search_term_owner AFTER INSERT ON memory_search_term
+        FOR EACH ROW WHEN (NEW.user_id IS NULL) EXECUTE FUNCTION memory_search_term_owner()""",
+    """CREATE OR REPLACE FUNCTION memory_search_session_owner() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            UPDATE memory_search_term SET user_id = NEW.user_id WHERE session_id = NEW.id;
+            RETURN NULL;
+        END $$""",
+    """CREATE OR REPLACE TRIGGER memory_search_session_owner AFTER UPDATE OF user_id ON conversations_session
+        FOR EACH ROW WHEN (OLD.user_id IS DISTINCT FROM NEW.user_id) EXECUTE FUNCTION memory_search_session_owner()""",
+]
+
 INSTALL = [
     # Only ids and vectors: a narrow row keeps the pages a search visits few and cached (docstring).
     "CREATE TABLE memory_message_search (id bigint NOT NULL PRIMARY KEY, vector tsvector NOT NULL)",
@@ -136,7 +162,7 @@ INSTALL = [
         first_id bigint NOT NULL, last_id bigint NOT NULL, tokens bigint NOT NULL DEFAULT 0)""",
     """CREATE TABLE memory_search_term (
         session_id bigint NOT NULL, term text NOT NULL, df integer NOT NULL,
-        plain_last bigint NOT NULL DEFAULT 0, last_id bigint NOT NULL DEFAULT 0,
+        plain_last bigint NOT NULL DEFAULT 0, last_id bigint NOT NULL DEFAULT 0, user_id bigint,
         PRIMARY KEY (session_id, term))""",
     f"""CREATE FUNCTION memory_search_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
@@ -182,6 +208,7 @@ INSTALL = [
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_sessions_deleted()""",
     """CREATE TRIGGER memory_search_document_truncate AFTER TRUNCATE ON memory_searchdocument
         FOR EACH STATEMENT EXECUTE FUNCTION memory_search_truncated()""",
+    *OWNER_INSTALL,
 ]
 
 # Index what was archived before the index existed: statistics first, with the terms common by now
@@ -189,8 +216,9 @@ INSTALL = [
 # the start; the GIN index is built after the fill (faster than growing it row by row).
 BACKFILL = [
     _session_change("memory_searchdocument", ""),
-    f"""INSERT INTO memory_search_term (session_id, term, df, plain_last, last_id)
-        SELECT session_id, term, df, CASE WHEN df >= {COMMON_DF} THEN 0 ELSE last_id END, last_id FROM (
+    f"""INSERT INTO memory_search_term (session_id, term, df, plain_last, last_id, user_id)
+        SELECT session_id, term, df, CASE WHEN df >= {COMMON_DF} THEN 0 ELSE last_id END, last_id,
+            (SELECT user_id FROM conversations_session WHERE id = terms.session_id) FROM (
             SELECT r.session_id, u.term, count(*) FILTER (WHERE u.body) AS df, max(r.message_id) AS last_id
             {_row_terms("memory_searchdocument")}
             GROUP BY 1, 2
@@ -200,15 +228,20 @@ BACKFILL = [
     # every lookup scans the whole list, so searches slow down as messages arrive. Writing into the
     # index directly adds next to nothing to a message append.
     "CREATE INDEX memory_message_search_vector ON memory_message_search USING gin (vector) WITH (fastupdate = off)",
+    OWNER_INDEX,
 ]
 
 UNINSTALL = [
+    "DROP TRIGGER IF EXISTS memory_search_session_owner ON conversations_session",
+    "DROP FUNCTION IF EXISTS memory_search_session_owner()",
     "DROP TRIGGER IF EXISTS memory_search_document_truncate ON memory_searchdocument",
     "DROP TRIGGER IF EXISTS memory_search_session_delete ON conversations_session",
     "DROP TRIGGER IF EXISTS memory_search_document_update ON memory_searchdocument",
     "DROP TRIGGER IF EXISTS memory_search_document_delete ON memory_searchdocument",
     "DROP TRIGGER IF EXISTS memory_search_document_insert ON memory_searchdocument",
     "DROP FUNCTION IF EXISTS memory_search_truncated()",
+    "DROP TRIGGER IF EXISTS memory_search_term_owner ON memory_search_term",
+    "DROP FUNCTION IF EXISTS memory_search_term_owner()",
     "DROP FUNCTION IF EXISTS memory_search_sessions_deleted()",
     "DROP FUNCTION IF EXISTS memory_search_updated()",
     "DROP FUNCTION IF EXISTS memory_search_deleted()",

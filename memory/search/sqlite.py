@@ -69,6 +69,27 @@ def _on_delete(row: str) -> str:
 
 CONTENT_VIEW = "memory_message_fts_content"
 
+# The owner of each chat's term rows (memory_search_term.user_id, memory 0017): search across a user's
+# chats (memory.search.across) reads a term's chats on the (user, term) index instead of probing every
+# chat. A new term row takes its chat's user; a chat given to another user moves its rows with it.
+# Memory 0017 carries its own copy.
+OWNER_INDEX = """CREATE INDEX IF NOT EXISTS memory_search_term_user ON memory_search_term (user_id, term, df DESC)"""
+OWNER_INSTALL = [
+    OWNER_INDEX,
+    """CREATE TRIGGER IF NOT EXISTS memory_search_term_owner AFTER INSERT ON memory_search_term
+        WHEN new.user_id IS NULL
+        BEGIN
+            UPDATE memory_search_term
+                SET user_id = (SELECT user_id FROM conversations_session WHERE id = new.session_id)
+                WHERE session_id = new.session_id AND term = new.term;
+        END""",
+    """CREATE TRIGGER IF NOT EXISTS memory_search_session_owner AFTER UPDATE OF user_id ON conversations_session
+        WHEN old.user_id IS NOT new.user_id
+        BEGIN
+            UPDATE memory_search_term SET user_id = new.user_id WHERE session_id = new.id;
+        END""",
+]
+
 # Idempotent: also re-run after every migrate (memory.apps), because SQLite drops a table's triggers
 # when Django's schema editor rebuilds that table for an AlterField. Migrations carry their own copies
 # (memory 0002, 0009, 0016): a change here needs a migration of its own.
@@ -83,7 +104,7 @@ INSTALL = [
         body_terms integer NOT NULL, context_terms integer NOT NULL,
         first_id integer NOT NULL, last_id integer NOT NULL, tokens integer NOT NULL DEFAULT 0)""",
     """CREATE TABLE IF NOT EXISTS memory_search_term (
-        session_id integer NOT NULL, term text NOT NULL, df integer NOT NULL,
+        session_id integer NOT NULL, term text NOT NULL, df integer NOT NULL, user_id integer,
         PRIMARY KEY (session_id, term)) WITHOUT ROWID""",
     f"""CREATE TRIGGER IF NOT EXISTS memory_search_document_insert AFTER INSERT ON memory_searchdocument
         BEGIN {_on_insert("new")} END""",
@@ -97,6 +118,7 @@ INSTALL = [
             DELETE FROM memory_search_session WHERE session_id = old.id;
             DELETE FROM memory_search_term WHERE session_id = old.id;
         END""",
+    *OWNER_INSTALL,
 ]
 
 # Index what was archived before the index existed.
@@ -106,12 +128,15 @@ BACKFILL = [
         SELECT d.session_id, count(*), sum({_count("d.terms")}), sum({_count("d.context")}),
             min(d.message_id), max(d.message_id), sum(d.tokens)
         FROM memory_searchdocument AS d GROUP BY d.session_id""",
-    f"""INSERT INTO memory_search_term(session_id, term, df)
-        SELECT d.session_id, t.value, count(DISTINCT d.message_id) FROM memory_searchdocument AS d,
+    f"""INSERT INTO memory_search_term(session_id, term, df, user_id)
+        SELECT d.session_id, t.value, count(DISTINCT d.message_id), s.user_id FROM memory_searchdocument AS d
+        JOIN conversations_session AS s ON s.id = d.session_id,
         {_json_terms("d.terms")} AS t WHERE d.terms != '' GROUP BY d.session_id, t.value""",
 ]
 
 UNINSTALL = [
+    "DROP TRIGGER IF EXISTS memory_search_session_owner",
+    "DROP TRIGGER IF EXISTS memory_search_term_owner",
     "DROP TRIGGER IF EXISTS memory_search_session_delete",
     "DROP TRIGGER IF EXISTS memory_search_document_update",
     "DROP TRIGGER IF EXISTS memory_search_document_delete",

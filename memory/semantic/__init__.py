@@ -318,6 +318,7 @@ class Pending:
 
     window_start: int  # messages with a smaller id are not in the window: the search fetches their vectors
     future: Future
+    encoding: Future | None = None  # the question's vector (query_vector), which other chats' searches may share
 
     def result(self) -> Nearest:
         """Raises TimeoutError past RESULT_SECONDS (a process's first search builds the encoder)."""
@@ -350,7 +351,7 @@ def nearest(
             result.set_exception(error)
 
     encoding.add_done_callback(scan)
-    return Pending(window_start=int(window.ids[0]) if window.size else 2**62, future=result)
+    return Pending(window_start=int(window.ids[0]) if window.size else 2**62, future=result, encoding=encoding)
 
 
 def _scan(window: _Window, vector: np.ndarray) -> Nearest:

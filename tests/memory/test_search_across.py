@@ -112,6 +112,62 @@ def test_a_rare_word_across_chats_picks_its_chat_when_only_some_are_searched(use
     assert hits and {hit.chat_id for hit in hits} == {target.chat_id}
 
 
+def test_the_choice_weighs_every_word_a_chat_holds_and_breaks_ties_by_the_newest(user, monkeypatch):
+    monkeypatch.setattr(across, "CHATS_SEARCHED", 2)
+    for number in range(4):
+        chat(user, f"g{number}", "The garden again.", "Garden garden.", "More garden.")
+    both = chat(user, "both", "The garden gnome is called Archibald.")
+    gnomes = chat(user, "gnomes", "A gnome figure sat on the wall.")  # newer than "both"
+    choice = across.chats_chosen(user_id=user.pk, agent_id=None, terms=["garden", "gnome"], spans=[])
+    assert [c.chat_id for c in choice.chats] == [both.chat_id, gnomes.chat_id]
+    assert choice.scores[both.pk] > choice.scores[gnomes.pk]
+    # "garden" alone: the four garden chats tie with "both"; the newest two are chosen.
+    alone = across.chats_chosen(user_id=user.pk, agent_id=None, terms=["garden"], spans=[])
+    assert [c.chat_id for c in alone.chats] == ["both", "g3"]
+
+
+def test_the_choice_reads_only_the_users_chats_of_the_agent(user, other_user, helper_agent):
+    mine = chat(user, "mine", "The quokka photo.", agent="helper")
+    chat(user, "buddy-chat", "Another quokka photo.")
+    chat(other_user, "theirs", "Quokka quokka quokka.", agent="helper")
+    helper = across.chats_chosen(user_id=user.pk, agent_id=helper_agent.pk, terms=["quokka"], spans=[])
+    assert [c.session_id for c in helper.chats] == [mine.pk]
+    every = across.chats_chosen(user_id=user.pk, agent_id=None, terms=["quokka"], spans=[])
+    assert {c.chat_id for c in every.chats} == {"mine", "buddy-chat"}
+
+
+def test_the_question_is_encoded_once_for_the_chats_whose_speakers_it_does_not_name(user, settings, monkeypatch):
+    from embeddings import encoder
+    from memory import semantic
+
+    settings.BUDDY_SEMANTIC_SEARCH = "on"
+    chats = [
+        chat(
+            user,
+            "pets",
+            "Caroline: My dog chewed the sofa.",
+            "Melanie: Dogs will be dogs.",
+            "Caroline: The dog got a new bed.",
+            "Melanie: Lucky dog.",
+        ),
+        chat(user, "walks", "Jon: The dog walk was long.", "Gina: Dogs love the park."),
+        chat(user, "vet", "The vet said the dog is fine."),
+    ]
+    for session in chats:
+        semantic.vectors_update(session.pk)
+    encoded: list[str] = []
+    encode_query = encoder.encode_query
+    monkeypatch.setattr(encoder, "encode_query", lambda text: encoded.append(text) or encode_query(text))
+
+    hits = search_all_chats(user=user, query="What did the dog do?")
+    assert {hit.chat_id for hit in hits} == {"pets", "walks", "vet"}
+    assert encoded == ["What did the dog do?"]
+
+    encoded.clear()  # a name one chat's speakers hold: that chat encodes the question without it
+    search_all_chats(user=user, query="What did Caroline say about the dog?")
+    assert sorted(encoded) == ["What did Caroline say about the dog?", "What did say about the dog?"]
+
+
 def test_a_day_named_brings_in_the_chat_of_that_day(user, monkeypatch):
     monkeypatch.setattr(across, "CHATS_SEARCHED", 1)
     for number in range(3):
