@@ -228,6 +228,8 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
             await asyncio.sleep(REFUSAL_PAUSE_SECONDS)
 
     async def on_prompt(self, frame: PromptFrame) -> None:
+        prompt_check(frame.text)  # what is refused as invalid spends no prompt
+        self.turn_admit()
         await self.start_turn(frame.text)
 
     async def on_cancel(self, frame: CancelFrame) -> None:
@@ -265,6 +267,9 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
         await self.send_replay()
 
     async def on_confirmation_response(self, frame: ConfirmationResponseFrame) -> None:
+        # Admitted before the answer's transaction (it locks the chat's canvas): a refused answer costs
+        # no database work, and leaves the question unanswered for the person to answer again.
+        self.turn_admit()
         answer = await _chat_confirmation_answer(
             user_id=self.user.pk,
             agent_id=self.agent.pk,
@@ -285,18 +290,21 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
 
     # --- turns ------------------------------------------------------------------------------------
 
-    async def start_turn(self, text: str, kind: str = "typed") -> None:
-        """Run `text` as a turn of this socket's chat, in a task: the consumer handles one event at a
-        time, and its own deltas (group messages) must reach it while the turn runs. The turn pushes
-        `user_message`, `tool_use`, `tool_result`, `assistant_delta`, `assistant_message` (and a
-        `model_failed` error) to every socket of the chat; refusals (turn_running, too_large, …) answer this socket
-        only. A prompt that would be refused as turn_running or rate_limited is refused here first when
-        this process can tell (agent.limits.PromptBucket, agent.turn.turn_running_here): a flood costs
-        no database write per frame."""
-        prompt_check(text)  # what is refused as invalid spends no prompt
+    def turn_admit(self) -> None:
+        """Refuse, without the database, a turn that would be refused as turn_running or rate_limited
+        when this process can tell (agent.turn.turn_running_here, agent.limits.PromptBucket): a flood
+        of prompts or answers costs no database work per frame. What passes is still checked against
+        the shared counter and the chat's lease by the turn."""
         if turn_running_here(user_id=self.user.pk, agent_id=self.agent.pk, chat_id=self.chat_id):
             raise TurnRunning()
         self.prompt_bucket.take()
+
+    async def start_turn(self, text: str, kind: str = "typed") -> None:
+        """Run `text` (admitted by turn_admit) as a turn of this socket's chat, in a task: the consumer
+        handles one event at a time, and its own deltas (group messages) must reach it while the turn
+        runs. The turn pushes `user_message`, `tool_use`, `tool_result`, `assistant_delta`,
+        `assistant_message` (and a `model_failed` error) to every socket of the chat; refusals
+        (turn_running, too_large, …) answer this socket only."""
         task = asyncio.create_task(self._turn(text, kind))
         self.turn_tasks.add(task)
         task.add_done_callback(self.turn_tasks.discard)

@@ -11,7 +11,8 @@ import pytest
 from django.db.backends import utils as backend_utils
 
 from agent.limits import PromptBucket, RateLimited
-from tests.web.test_consumer import login_cookie, opened
+from tests.canvas.examples import ADD_EXAMPLES
+from tests.web.test_consumer import apply, login_cookie, opened, stored_state
 from tests.web.test_consumer_turns import frames_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -101,6 +102,25 @@ async def test_a_prompt_flood_while_a_turn_runs_is_refused_without_the_database(
         # Once the turn has ended, the next prompt runs.
         await tab.send_json_to({"type": "prompt", "text": "after"})
         assert "after" in (await frames_until(tab, "assistant_message"))[-1]["text"]
+
+
+async def test_a_flood_of_answers_past_the_rate_limit_takes_no_lock_and_leaves_the_question_open(session, settings):
+    """Answering a confirmation runs a turn: past the bucket it is refused before the answer's
+    transaction (which locks the chat's canvas), and the question stays to be answered."""
+    settings.BUDDY_PROMPTS_PER_MINUTE = 1
+    await apply(session, "canvas_show_confirmation", **ADD_EXAMPLES["canvas_show_confirmation"])
+    cookie = await login_cookie(session.user)
+    async with opened(cookie) as tab:
+        await tab.send_json_to({"type": "prompt", "text": "spends the minute's prompt"})
+        await frames_until(tab, "assistant_message")
+        with statements() as sql:
+            for _ in range(FLOOD):
+                await tab.send_json_to({"type": "confirmation_response", "id": "go", "confirmed": True})
+            codes = await refusals(tab, FLOOD)
+        assert set(codes) == {"rate_limited"}
+        assert writes(sql) == []
+        assert not [s for s in sql if "canvas" in s.lower()]  # not even the canvas lock's read
+    assert "answered" not in (await stored_state(session))["elements"][0]
 
 
 def test_the_bucket_refills_evenly_and_says_when_the_next_prompt_is_allowed():
