@@ -14,7 +14,8 @@ chats the same ranking runs in each chat worth searching, and the results meet o
    any chat holds (and that names no day one has) searches the chats with the newest messages, where
    meaning alone may still find it.
 3. Each of those chats is searched as its own search does it (words, cues, meaning, with its own
-   statistics), and the hits are merged by score: each score is the message's distance from its own
+   statistics), the first on the caller's thread and the others at the same time on the process's
+   chat-search threads (`_chats_searched`), and the hits are merged by score: each score is the message's distance from its own
    chat's mean in standard deviations, plus the cues' boosts, so it says how much a message stands out
    in its chat whatever the chat's size. But a z-score is highest where the question's words are
    rarest, so a chat that mentions them once would outrank the chat that is about them; two terms
@@ -30,17 +31,19 @@ tools call search_history on their own chat only: nothing here is reachable from
 from __future__ import annotations
 
 import math
-from concurrent.futures import Future
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import connection
+from django.db import close_old_connections, connection
 
 from conversations.models import Agent, Session
 from conversations.services import UnknownAgent
 from memory import semantic
-from memory.search import MAX_LIMIT, SPEAKER_BOOST, search_history, speakers_lately
+from memory.search import MAX_LIMIT, SPEAKER_BOOST, SearchHit, search_history, speakers_lately
 from textsearch.cues import date_spans, named_speaker, without_names
 from textsearch.ranking import idf
 from textsearch.text import query_terms, snippet
@@ -102,11 +105,11 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     chosen, scores = choice.chats, choice.scores
     best = max(scores[chat.session_id] for chat in chosen)
     sessions = {session.pk: session for session in Session.objects.filter(pk__in=[chat.session_id for chat in chosen])}
+    found = _chats_searched(
+        [sessions[chat.session_id] for chat in chosen], query=query, limit=limit, encodings=encodings
+    )
     merged: list[tuple[float, int, ChatHit]] = []
-    for chat in chosen:
-        hits = search_history(
-            session=sessions[chat.session_id], query=query, limit=limit, encodings=encodings, snippets=False
-        )
+    for chat, hits in zip(chosen, found, strict=True):
         boost = CHAT_SHARE_WEIGHT * scores[chat.session_id] / best if best > 0 else 0.0
         if named_speaker(query, _speakers(chat.session_id)):
             boost += CHAT_SPEAKER_BOOST
@@ -131,6 +134,61 @@ def search_all_chats(*, user: AbstractBaseUser, query: str, agent: str | None = 
     merged.sort(key=lambda item: (-item[0], -item[1]))
     # The chats' hits carry their whole text: only those kept are cut into snippets.
     return [replace(hit, snippet=snippet(hit.snippet, terms)) for _, _, hit in merged[:limit]]
+
+
+def _chats_searched(
+    sessions: list[Session], *, query: str, limit: int, encodings: dict[str, Future]
+) -> list[list[SearchHit]]:
+    """Each chat's own search (search_history), in the order of `sessions`. The chats after the first
+    are searched on the process's chat-search threads, each on a database connection of its own, while
+    this thread searches the first: a chat's search is mostly waiting for its database and for numpy,
+    which other threads' searches fill. Inside a transaction they are searched here one after the other,
+    on this connection: another connection could not see what the transaction wrote."""
+    if len(sessions) < 2 or connection.in_atomic_block:
+        return [_search(session, query=query, limit=limit, encodings=encodings) for session in sessions]
+    pool = _pool()
+    later = [
+        pool.submit(_search_on_thread, session, query=query, limit=limit, encodings=encodings)
+        for session in sessions[1:]
+    ]
+    try:
+        first = _search(sessions[0], query=query, limit=limit, encodings=encodings)
+    finally:
+        found = [future.result() for future in later]
+    return [first, *found]
+
+
+def _search(session: Session, *, query: str, limit: int, encodings: dict[str, Future]) -> list[SearchHit]:
+    return search_history(session=session, query=query, limit=limit, encodings=encodings, snippets=False)
+
+
+def _search_on_thread(session: Session, **kwargs) -> list[SearchHit]:
+    try:
+        return _search(session, **kwargs)
+    finally:
+        # As at the end of a request: the thread's connection is kept while BUDDY_DB_CONN_MAX_AGE and the
+        # health check allow, or handed back to the pool (PostgreSQL with BUDDY_DB_POOL).
+        close_old_connections()
+
+
+# The threads that search a search's later chats (all but its first), shared by the process's searches.
+SEARCH_THREADS = CHATS_SEARCHED - 1
+_chat_pool: tuple[int, ThreadPoolExecutor] | None = None
+_chat_pool_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The process's SEARCH_THREADS chat-search threads (when all are busy, a search's later chats wait
+    for one while its own thread searches its first chat)."""
+    global _chat_pool
+    with _chat_pool_lock:
+        # One pool per process: a forked child inherits the parent's pool without its threads.
+        if _chat_pool is None or _chat_pool[0] != os.getpid():
+            _chat_pool = (
+                os.getpid(),
+                ThreadPoolExecutor(max_workers=SEARCH_THREADS, thread_name_prefix="chat-search"),
+            )
+        return _chat_pool[1]
 
 
 def _encoding_started(query: str) -> dict[str, Future]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
 
 import pytest
+from django.db import transaction
 from pydantic import ValidationError
 
 from conversations.models import Agent, Session
@@ -274,3 +276,40 @@ def test_the_chat_a_question_is_about_gains_over_one_that_shares_a_word(user, mo
     )
     shop_share = max(shop) - max(hit.score for hit in plain if hit.chat_id == "shop")
     assert 0 < shop_share < 20.0  # "paint" only: a share of the art chat's weight
+
+
+@pytest.mark.django_db(transaction=True)
+def test_later_chats_are_searched_on_threads_of_their_own_with_the_same_results(user, monkeypatch):
+    """Outside a transaction the chats after the first are searched on the chat-search threads, each on
+    its own connection (given back after each search); the hits are those of searching them one by one."""
+    for number in range(5):
+        chat(user, f"garden-{number}", f"The garden gnome number {number}.", "Tomatoes in the garden.")
+    threads: list[str] = []
+    searched = across._search_on_thread
+
+    def recorded(session, **kwargs):
+        threads.append(threading.current_thread().name)
+        return searched(session, **kwargs)
+
+    monkeypatch.setattr(across, "_search_on_thread", recorded)
+    parallel = search_all_chats(user=user, query="garden gnome tomatoes")
+    assert len(threads) == across.CHATS_SEARCHED - 1
+    assert all(name.startswith("chat-search") for name in threads)
+    with transaction.atomic():  # inside a transaction: one after the other, on this connection
+        serial = search_all_chats(user=user, query="garden gnome tomatoes")
+    assert len(threads) == across.CHATS_SEARCHED - 1
+    assert len({hit.chat_id for hit in parallel}) == across.CHATS_SEARCHED
+    assert parallel == serial
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_failing_chat_search_on_a_thread_fails_the_search(user, monkeypatch):
+    for number in range(3):
+        chat(user, f"garden-{number}", "The garden gnome.")
+
+    def broken(session, **kwargs):
+        raise RuntimeError("the chat's search broke")
+
+    monkeypatch.setattr(across, "_search_on_thread", broken)
+    with pytest.raises(RuntimeError, match="search broke"):
+        search_all_chats(user=user, query="garden gnome")
