@@ -464,6 +464,7 @@ class _Window:
 
 
 _windows: OrderedDict[int, _Window] = OrderedDict()
+_windows_vectors = 0  # the vectors of the windows in _windows, kept with it (under _windows_lock)
 _windows_lock = threading.Lock()
 
 
@@ -477,20 +478,24 @@ def _window(session_id: int, *, indexed: int | None = None, messages: int | None
     with _windows_lock:
         cached = _windows.get(session_id)
     window = replace(_window_read(session_id, cached, indexed=indexed, messages=messages), indexed=indexed)
+    global _windows_vectors
     with _windows_lock:
+        replaced = _windows.get(session_id)
+        _windows_vectors += window.size - (replaced.size if replaced is not None else 0)
         _windows[session_id] = window
         _windows.move_to_end(session_id)
-        total = sum(entry.size for entry in _windows.values())
-        while total > CACHED_VECTORS and len(_windows) > 1:
+        while _windows_vectors > CACHED_VECTORS and len(_windows) > 1:
             _, evicted = _windows.popitem(last=False)
-            total -= evicted.size
+            _windows_vectors -= evicted.size
     return window
 
 
 def windows_forget() -> None:
     """Drop the process's cached windows (the tests: a rolled-back database reuses ids)."""
+    global _windows_vectors
     with _windows_lock:
         _windows.clear()
+        _windows_vectors = 0
 
 
 def _window_read(session_id: int, cached: _Window | None, *, indexed: int | None, messages: int | None) -> _Window:

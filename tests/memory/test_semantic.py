@@ -329,6 +329,12 @@ def test_cached_windows_are_bounded_per_process(user, agent, semantic_on, monkey
         search_history(session=session, query="coffee and bread", limit=3)
 
     assert list(semantic._windows) == [sessions[1].pk, sessions[2].pk]
+    # The count kept beside the cache is its vectors', also when a chat's window is replaced.
+    small_talk(sessions[1], 1)
+    semantic.vectors_update(sessions[1].pk)
+    search_history(session=sessions[1], query="coffee and bread", limit=3)
+    assert list(semantic._windows) == [sessions[1].pk]
+    assert semantic._windows_vectors == semantic._windows[sessions[1].pk].size == 5
 
 
 def test_import_history_queues_the_vectors_of_what_it_imported(tmp_path, user, agent, semantic_on):
