@@ -15,13 +15,13 @@ chats the same ranking runs in each chat worth searching, and the results meet o
    meaning alone may still find it.
 3. Each of those chats is searched as its own search does it (words, cues, meaning, with its own
    statistics), the first on the caller's thread and the others at the same time on the process's
-   chat-search threads (`_chats_searched`), and the hits are merged by score: each score is the message's distance from its own
-   chat's mean in standard deviations, plus the cues' boosts, so it says how much a message stands out
-   in its chat whatever the chat's size. But a z-score is highest where the question's words are
-   rarest, so a chat that mentions them once would outrank the chat that is about them; two terms
-   say which chat the question is about: CHAT_SHARE_WEIGHT × the chat's score (step 2) as a share of
-   the best chat's, and CHAT_SPEAKER_BOOST (the speaker cue's own weight) when the question names
-   one of the chat's speakers (cues).
+   chat-search threads (`_chats_searched`), and the hits are merged by score: each score is the
+   message's distance from its own chat's mean in standard deviations, plus the cues' boosts, so it
+   says how much a message stands out in its chat whatever the chat's size. But a z-score is highest
+   where the question's words are rarest, so a chat that mentions them once would outrank the chat that
+   is about them; two terms say which chat the question is about: CHAT_SHARE_WEIGHT × the chat's score
+   (step 2) as a share of the best chat's, and CHAT_SPEAKER_BOOST (the speaker cue's own weight) when
+   the question names one of the chat's speakers (cues).
 
 Never anything of another user: only the user's term rows are read, and a chat is searched only once
 conversations_session says it is the user's (and the agent's when one is given). The model's memory
