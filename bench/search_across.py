@@ -13,7 +13,9 @@ never move):
 
 Each query (bench/search.py's: 1–6 terms, a third of them common) is timed end to end through
 memory.search.across.search_all_chats(limit=20), what `GET /search` runs, after a warm-up: words only,
-and with `--semantic` also with semantic search on (random vectors, bench/search.py --semantic).
+and with `--semantic` also with semantic search on (random vectors, bench/search.py --semantic); with
+`--serial` also with the chats searched one after the other on one connection, as inside a transaction
+(what searching the later chats at once on the chat-search threads saves).
 Reported too: the choice of chats alone (memory.search.across.chats_chosen) and the chats a search
 ranked in full.
 """
@@ -25,6 +27,7 @@ import random
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -90,15 +93,18 @@ def own(owners: list[object]) -> None:
             cursor.execute("VACUUM (ANALYZE) conversations_session, memory_search_term")
 
 
-def time_searches(label: str, pairs: list[tuple[object, str]]) -> None:
-    """Two passes over the same (user, query) pairs, as bench/search.py times a chat's search."""
-    for user, query in pairs[:20]:  # warm-up: connection, stemmer cache, the encoder
+def time_searches(label: str, pairs: list[tuple[object, str]], *, serial: bool = False) -> None:
+    """Two passes over the same (user, query) pairs, as bench/search.py times a chat's search. `serial`:
+    each inside a transaction, where the chats are searched one after the other on this thread's
+    connection instead of at once on the chat-search threads (memory.search.across._chats_searched)."""
+    for user, query in pairs[:20]:  # warm-up: connection, stemmer cache, the encoder, the threads
         across.search_all_chats(user=user, query=query, limit=LIMIT)
     for name in ("first pass", "second pass"):
         timings = []
         for user, query in pairs:
             started = time.perf_counter()
-            across.search_all_chats(user=user, query=query, limit=LIMIT)
+            with transaction.atomic() if serial else nullcontext():
+                across.search_all_chats(user=user, query=query, limit=LIMIT)
             timings.append((time.perf_counter() - started) * 1000)
         print(
             f"{label + ', ' + name:<52} n={len(timings):<4} median {statistics.median(timings):6.1f} ms  "
@@ -128,6 +134,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--semantic", action="store_true", help="also with semantic search (random vectors)")
+    parser.add_argument(
+        "--serial", action="store_true", help="also with the chats searched one after the other (in a transaction)"
+    )
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
     if not data_set.built():
@@ -147,9 +156,13 @@ def main() -> None:
         time_choice(label, pairs)
         with override_settings(BUDDY_SEMANTIC_SEARCH="off"):
             time_searches(f"{label}, words", pairs)
+            if args.serial:
+                time_searches(f"{label}, words, one after the other", pairs, serial=True)
         if args.semantic:
             with override_settings(BUDDY_SEMANTIC_SEARCH="on"):
                 time_searches(f"{label}, semantic", pairs)
+                if args.serial:
+                    time_searches(f"{label}, semantic, one after the other", pairs, serial=True)
 
 
 if __name__ == "__main__":
