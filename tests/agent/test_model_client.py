@@ -51,8 +51,11 @@ def test_the_server_freezes_the_heap_it_starts_with(settings):
     from buddy.server import heap_freeze
 
     settings.BUDDY_LLM = "offline"
+    threshold = gc.get_threshold()
     try:
         heap_freeze()
         assert gc.get_freeze_count() > 0
+        assert gc.get_threshold()[0] > threshold[0]
     finally:
         gc.unfreeze()
+        gc.set_threshold(*threshold)
