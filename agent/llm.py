@@ -78,6 +78,21 @@ def _final_reply(final: Any, model: str) -> ModelReply:
     )
 
 
+def _stream_generics() -> list[type]:
+    """The generic message classes the SDK's stream parametrizes on every call. pydantic caches such a
+    class only while something refers to it, so without these references each turn after a garbage
+    collection builds the class again (a whole pydantic model schema)."""
+    try:
+        from anthropic.lib._parse._response import ResponseFormatT as stream_format
+        from anthropic.types.parsed_message import ParsedMessage, ParsedTextBlock
+        from anthropic.types.parsed_message import ResponseFormatT as message_format
+    except ImportError:  # another SDK layout: it builds them as it does
+        return []
+    return [
+        model[variable] for model in (ParsedMessage, ParsedTextBlock) for variable in (stream_format, message_format)
+    ]
+
+
 class AnthropicClient:
     def __init__(self) -> None:
         import anthropic
@@ -91,6 +106,7 @@ class AnthropicClient:
             max_retries=settings.BUDDY_LLM_RETRIES,
             timeout=settings.BUDDY_LLM_TIMEOUT,
         )
+        self._generics = _stream_generics()
 
     def stream(self, *, model, system, messages, tools, max_tokens, on_text, should_stop) -> ModelReply:
         try:

@@ -109,12 +109,29 @@ class _Handoff:
         try:
             while self.pending:
                 group, message = self.pending.popleft()
+                message = self._with_frames_after(group, message)
                 try:
                     await layer.group_send(group, message)
                 except Exception:
                     logger.exception("push to group %s failed", group)
         finally:
             self.task = None
+
+    def _with_frames_after(self, group: str, message: dict[str, Any]) -> dict[str, Any]:
+        """`message`, or, when frames for the same group are queued right behind it, all of them as one
+        `frames` message (in order): one channel-layer send, and one message for each socket to read,
+        instead of one per frame. Nothing waits for company: only what already queued up is merged."""
+        frames: list[dict[str, Any]] = []
+        while (
+            message["type"] == "frame"
+            and self.pending
+            and self.pending[0][0] == group
+            and self.pending[0][1]["type"] == "frame"
+        ):
+            frames.append(self.pending.popleft()[1]["frame"])
+        if not frames:
+            return message
+        return {"type": "frames", "frames": [message["frame"], *frames]}
 
 
 _handoff: _Handoff | None = None

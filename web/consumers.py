@@ -340,5 +340,10 @@ class CanvasConsumer(AsyncJsonWebsocketConsumer):
     async def frame(self, event: dict[str, Any]) -> None:
         await self.send_json(event["frame"])
 
+    async def frames(self, event: dict[str, Any]) -> None:
+        """Frames queued together for the group (realtime.push), each sent as it came."""
+        for frame in event["frames"]:
+            await self.send_json(frame)
+
     async def user_logout(self, event: dict[str, Any]) -> None:
         await self.close(code=CLOSE_LOGGED_OUT)

@@ -37,9 +37,41 @@ async def test_a_thread_hands_its_frames_to_the_loop_without_waiting_for_it_and_
     finished = pushed.wait(timeout=30)
     thread.join(timeout=30)
     assert finished, "the thread waited for the event loop to send its frames"
-    received = [(await asyncio.wait_for(layer.receive(channel), timeout=10))["frame"]["text"] for _ in texts]
-    assert received == texts
+    # Everything queued while the loop was busy goes out as one message, in order.
+    message = await asyncio.wait_for(layer.receive(channel), timeout=10)
+    assert message["type"] == "frames"
+    assert [frame["text"] for frame in message["frames"]] == texts
     await layer.group_discard("handoff-test", channel)
+
+
+async def test_frames_queued_for_different_groups_keep_their_order_and_their_groups():
+    layer = get_channel_layer()
+    chat, lists = await layer.new_channel(), await layer.new_channel()
+    await layer.group_add("handoff-chat", chat)
+    await layer.group_add("handoff-lists", lists)
+    push.group_sends_handed_off()
+
+    def turn_thread() -> None:
+        for group, text in [
+            ("handoff-chat", "a"),
+            ("handoff-chat", "b"),
+            ("handoff-lists", "c"),
+            ("handoff-chat", "d"),
+        ]:
+            push._group_send(group, push._frame_message(AssistantDeltaFrame(text=text)))
+
+    thread = threading.Thread(target=turn_thread)
+    thread.start()
+    thread.join(timeout=30)  # the loop is held: all four are queued before the first is sent
+
+    async def texts(channel: str, messages: int) -> list[list[str]]:
+        received = [await asyncio.wait_for(layer.receive(channel), timeout=10) for _ in range(messages)]
+        return [[f["text"] for f in m["frames"]] if m["type"] == "frames" else [m["frame"]["text"]] for m in received]
+
+    assert await texts(chat, 2) == [["a", "b"], ["d"]]
+    assert await texts(lists, 1) == [["c"]]
+    await layer.group_discard("handoff-chat", chat)
+    await layer.group_discard("handoff-lists", lists)
 
 
 async def test_without_a_running_loop_handed_to_a_sender_waits_for_its_send():

@@ -233,6 +233,21 @@ async def test_a_notification_reaches_open_sockets_and_is_never_replayed(session
             assert [frame["command"] for frame in frames] == ["canvas_set_mode"]
 
 
+async def test_frames_queued_together_reach_the_socket_one_by_one_in_order(session):
+    from channels.layers import get_channel_layer
+
+    from realtime.frames import AssistantDeltaFrame
+    from realtime.push import session_group
+
+    cookie = await login_cookie(session.user)
+    async with opened(cookie) as socket:
+        await replay_into(socket)
+        frames = [AssistantDeltaFrame(text=text).dump() for text in ("one ", "two ", "three")]
+        await get_channel_layer().group_send(session_group(session), {"type": "frames", "frames": frames})
+        assert [await socket.receive_json_from(timeout=10) for _ in frames] == frames
+        assert await frames_until_probe(socket) == []
+
+
 async def test_a_missed_frame_shows_as_a_version_gap_and_replay_recovers(session, monkeypatch):
     cookie = await login_cookie(session.user)
     async with opened(cookie) as socket:
