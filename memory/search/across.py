@@ -141,9 +141,9 @@ def _chats_searched(
 ) -> list[list[SearchHit]]:
     """Each chat's own search (search_history), in the order of `sessions`. The chats after the first
     are searched on the process's chat-search threads, each on a database connection of its own, while
-    this thread searches the first: a chat's search is mostly waiting for its database and for numpy,
-    which other threads' searches fill. Inside a transaction they are searched here one after the other,
-    on this connection: another connection could not see what the transaction wrote."""
+    this thread searches the first: on PostgreSQL a chat's search mostly waits for the server, which
+    the other searches fill (docs/benchmarks.md). Inside a transaction they are searched here one after
+    the other, on this connection: another connection could not see what the transaction wrote."""
     if len(sessions) < 2 or connection.in_atomic_block:
         return [_search(session, query=query, limit=limit, encodings=encodings) for session in sessions]
     pool = _pool()
