@@ -162,6 +162,7 @@ def heap_freeze() -> None:
     collector's permanent generation: a full collection then scans only what the requests made since,
     instead of stopping every thread to walk the whole heap of Django, the SDK and their modules. Young
     collections come every YOUNG_COLLECTION_EVERY allocations."""
+    # Here, once the reactor runs: daphne has loaded the application by then, and with it Django's apps.
     from agent.llm import model_client
 
     model_client()  # imports the SDK, which a process otherwise loads on its first turn
