@@ -31,9 +31,7 @@ tools call search_history on their own chat only: nothing here is reachable from
 from __future__ import annotations
 
 import math
-import os
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -42,6 +40,7 @@ from django.db import close_old_connections, connection
 
 from conversations.models import Agent, Session
 from conversations.services import UnknownAgent
+from lib.threads import ProcessThreads
 from memory import semantic
 from memory.search import MAX_LIMIT, SPEAKER_BOOST, SearchHit, search_history, speakers_lately
 from textsearch.cues import date_spans, named_speaker, without_names
@@ -146,7 +145,7 @@ def _chats_searched(
     the other, on this connection: another connection could not see what the transaction wrote."""
     if len(sessions) < 2 or connection.in_atomic_block:
         return [_search(session, query=query, limit=limit, encodings=encodings) for session in sessions]
-    pool = _pool()
+    pool = _chat_threads.pool()
     later = [
         pool.submit(_search_on_thread, session, query=query, limit=limit, encodings=encodings)
         for session in sessions[1:]
@@ -171,24 +170,10 @@ def _search_on_thread(session: Session, **kwargs) -> list[SearchHit]:
         close_old_connections()
 
 
-# The threads that search a search's later chats (all but its first), shared by the process's searches.
+# The threads that search a search's later chats (all but its first), shared by the process's searches:
+# when all are busy, a search's later chats wait for one while its own thread searches its first chat.
 SEARCH_THREADS = CHATS_SEARCHED - 1
-_chat_pool: tuple[int, ThreadPoolExecutor] | None = None
-_chat_pool_lock = threading.Lock()
-
-
-def _pool() -> ThreadPoolExecutor:
-    """The process's SEARCH_THREADS chat-search threads (when all are busy, a search's later chats wait
-    for one while its own thread searches its first chat)."""
-    global _chat_pool
-    with _chat_pool_lock:
-        # One pool per process: a forked child inherits the parent's pool without its threads.
-        if _chat_pool is None or _chat_pool[0] != os.getpid():
-            _chat_pool = (
-                os.getpid(),
-                ThreadPoolExecutor(max_workers=SEARCH_THREADS, thread_name_prefix="chat-search"),
-            )
-        return _chat_pool[1]
+_chat_threads = ProcessThreads(workers=SEARCH_THREADS, name="chat-search")
 
 
 def _encoding_started(query: str) -> dict[str, Future]:

@@ -26,7 +26,6 @@ BUDDY_SEMANTIC_SEARCH: "auto" (default) is on when the model is installed, "on" 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -44,6 +43,7 @@ from conversations.models import Message
 from conversations.window.selectors import session_messages_since
 from embeddings import encoder, quantized
 from embeddings.vectors import pack, pack_rows, packed, unpack
+from lib.threads import ProcessThreads
 from memory.models import MessageVector, VectorIndex, VectorLease
 from memory.selectors import MESSAGE_TEXT
 from memory.semantic.postgres import binary_rows
@@ -262,18 +262,12 @@ def _vectors_queue(session_id: int) -> None:
     async_task("memory.semantic.vectors_update", session_id, group="vectors", save=False)
 
 
-_encoding: tuple[int, ThreadPoolExecutor] | None = None
-_encoding_lock = threading.Lock()
+# The process's threads for a search's semantic side (onnxruntime's and numpy's work release the GIL).
+_encoding = ProcessThreads(workers=2, name="query-encoder")
 
 
 def _pool() -> ThreadPoolExecutor:
-    """The process's threads for a search's semantic side (onnxruntime's and numpy's work release the GIL)."""
-    global _encoding
-    with _encoding_lock:
-        # One pool per process: a forked worker inherits the parent's pool without its threads.
-        if _encoding is None or _encoding[0] != os.getpid():
-            _encoding = (os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="query-encoder"))
-        return _encoding[1]
+    return _encoding.pool()
 
 
 def query_vector(query: str) -> Future:

@@ -14,6 +14,7 @@ from django.test import Client, override_settings
 from conversations.models import Message
 from conversations.services import message_append
 from embeddings import encoder
+from lib import threads
 from memory import semantic
 from memory.models import MessageVector, SearchDocument
 from memory.search import search_history
@@ -389,14 +390,14 @@ def test_the_cached_window_is_checked_whole_only_now_and_then(session, semantic_
 
 def test_a_forked_process_encodes_on_a_pool_of_its_own(semantic_on, monkeypatch):
     first = semantic.query_vector("Who is my new boss?").result(timeout=30)
-    inherited = semantic._encoding[1]
-    monkeypatch.setattr(semantic.os, "getpid", lambda: -1)  # as in a worker forked after a search
+    inherited = semantic._pool()
+    monkeypatch.setattr(threads.os, "getpid", lambda: -1)  # as in a worker forked after a search
 
     second = semantic.query_vector("Who is my new boss?").result(timeout=30)
 
-    assert semantic._encoding[1] is not inherited
+    assert semantic._pool() is not inherited
     np.testing.assert_allclose(first, second, atol=1e-6)
-    semantic._encoding[1].shutdown()
+    semantic._pool().shutdown()
 
 
 def test_warm_up_builds_what_the_first_search_would_wait_for(semantic_on, settings, monkeypatch, caplog):
