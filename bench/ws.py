@@ -8,7 +8,7 @@ Redis channel layers.
 
     .venv/bin/python bench/ws.py                       # N = 100 and 1000, memory and redis layers
     .venv/bin/python bench/ws.py --sizes 100 --layers memory --broadcasts 5
-    .venv/bin/python bench/ws.py --layers memory-stock,redis-pubsub   # other layers
+    .venv/bin/python bench/ws.py --layers memory-stock,redis-stock,redis-pubsub   # other layers
     .venv/bin/python bench/ws.py --layer-only          # one broadcast through the in-memory layers alone
 
 The database is a SQLite file under var/bench/ (built once, reused); Redis at $REDIS_URL or
@@ -105,6 +105,7 @@ def start_server(layer: str, port: int, log: Path, priority: int = 0) -> subproc
     # For comparison, layers other than the settings' own: a settings module that overrides them.
     override = {
         "memory-stock": '{"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}',
+        "redis-stock": '{"default": {**CHANNEL_LAYERS["default"], "BACKEND": "channels_redis.core.RedisChannelLayer"}}',
         "redis-pubsub": '{"default": {"BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer", "CONFIG": {'
         '"hosts": [REDIS_URL], "prefix": CHANNEL_LAYER_PREFIX}}}',
     }.get(layer)

@@ -162,7 +162,7 @@ CHANNEL_LAYER_PREFIX = os.environ.get("BUDDY_CHANNEL_PREFIX", "buddy")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "realtime.layers.RedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout by default, and channels-redis waits for
                 # messages with a 5 s BZPOPMIN: the read must outlast the pop, or every idle socket is

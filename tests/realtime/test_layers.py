@@ -1,8 +1,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
+import uuid
 
-from realtime.layers import InMemoryChannelLayer
+import pytest
+from channels_redis.core import RedisChannelLayer as StockRedisChannelLayer
+from redis.asyncio.client import Redis
+
+from realtime.layers import InMemoryChannelLayer, RedisChannelLayer
 
 
 async def test_a_broadcast_reaches_every_member_once_and_expiry_still_happens():
@@ -21,3 +28,167 @@ async def test_a_broadcast_reaches_every_member_once_and_expiry_still_happens():
     layer._clean_expired()
     assert layer.channels == {}
     assert layer.groups.get("chat.1.1.abc", {}) == {}
+
+
+# --- The Redis layer (REDIS_URL) -------------------------------------------------------------------
+
+
+@pytest.fixture
+async def redis_layers():
+    """Two layers on one Redis and a prefix of their own: two server processes' layers."""
+    if not os.environ.get("REDIS_URL"):
+        pytest.skip("needs REDIS_URL")
+    prefix = f"buddy-layer-test-{uuid.uuid4().hex[:8]}"
+    made: list[RedisChannelLayer] = []
+
+    def make(**options) -> RedisChannelLayer:
+        layer = RedisChannelLayer(hosts=[os.environ["REDIS_URL"]], prefix=prefix, **options)
+        made.append(layer)
+        return layer
+
+    yield make
+    if made:
+        await made[0].flush()
+    for layer in made:
+        await layer.close_pools()
+
+
+async def _received(layer: RedisChannelLayer, channel: str, count: int) -> list[dict]:
+    return [await asyncio.wait_for(layer.receive(channel), timeout=10) for _ in range(count)]
+
+
+@pytest.mark.redis
+async def test_every_socket_of_every_process_receives_a_groups_messages_in_order(redis_layers):
+    first, second = redis_layers(), redis_layers()
+    here = [await first.new_channel() for _ in range(3)]
+    there = [await second.new_channel() for _ in range(2)]
+    for layer, channel in [(first, c) for c in here] + [(second, c) for c in there]:
+        await layer.group_add("chat.1.1.abc", channel)
+    messages = [{"type": "frame", "frame": {"version": n}} for n in range(30)]
+    for message in messages:
+        await first.group_send("chat.1.1.abc", message)
+    for layer, channel in [(first, c) for c in here] + [(second, c) for c in there]:
+        assert await _received(layer, channel, len(messages)) == messages
+    # A message to one channel (channels' send) still reaches only it.
+    await second.send(there[0], {"type": "user.logout"})
+    assert await _received(second, there[0], 1) == [{"type": "user.logout"}]
+    assert second.receive_buffer.get(there[1]) is None
+
+
+@pytest.mark.redis
+async def test_a_send_and_a_receive_each_take_few_trips_and_leave_no_copies(redis_layers, monkeypatch):
+    """A group_send whose members have not changed since the last one is one trip, a receive one pop;
+    nothing is kept in Redis once received."""
+    layer = redis_layers()
+    channel = await layer.new_channel()
+    await layer.group_add("chat.1.1.abc", channel)
+    await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 0}})  # scripts loaded
+    await _received(layer, channel, 1)
+    commands: list[str] = []
+    execute_command = Redis.execute_command
+
+    async def counted(self, *args, **options):
+        commands.append(str(args[0]))
+        return await execute_command(self, *args, **options)
+
+    monkeypatch.setattr(Redis, "execute_command", counted)
+    await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 1}})
+    assert commands == ["EVALSHA"]
+    commands.clear()
+    assert await _received(layer, channel, 1) == [{"type": "frame", "frame": {"version": 1}}]
+    assert commands == ["BZPOPMIN"]
+    monkeypatch.undo()
+    connection = layer.connection(0)
+    assert await connection.keys(f"{layer.prefix}specific.*") == []
+
+
+@pytest.mark.redis
+async def test_a_send_reaches_the_members_of_the_moment_whoever_joined_or_left_since_the_last(redis_layers):
+    first, second = redis_layers(), redis_layers()
+    staying, leaving = await first.new_channel(), await first.new_channel()
+    await first.group_add("chat.1.1.abc", staying)
+    await first.group_add("chat.1.1.abc", leaving)
+    await first.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 1}})
+    assert await _received(first, staying, 1) == await _received(first, leaving, 1)
+    # Another process's socket joins and one of this process's leaves, by other layers than the sender.
+    joining = await second.new_channel()
+    await second.group_add("chat.1.1.abc", joining)
+    await second.group_discard("chat.1.1.abc", leaving)
+    await first.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 2}})
+    assert await _received(first, staying, 1) == [{"type": "frame", "frame": {"version": 2}}]
+    assert await _received(second, joining, 1) == [{"type": "frame", "frame": {"version": 2}}]
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(first.receive(leaving), timeout=0.5)
+    # Everyone left: the next send reaches nobody.
+    await second.group_discard("chat.1.1.abc", staying)
+    await second.group_discard("chat.1.1.abc", joining)
+    await first.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 3}})
+    for layer, channel in [(first, staying), (second, joining)]:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), timeout=0.3)
+
+
+@pytest.mark.redis
+async def test_a_full_channel_drops_what_comes_past_its_capacity_and_expired_members_leave(redis_layers):
+    layer = redis_layers(capacity=2)
+    channel = await layer.new_channel()
+    await layer.group_add("chat.1.1.abc", channel)
+    for version in range(3):
+        await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": version}})
+    assert [m["frame"]["version"] for m in await _received(layer, channel, 2)] == [0, 1]
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+    # A membership older than group_expiry is dropped by the next send, which reaches nobody.
+    layer.group_expiry = -10
+    await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 3}})
+    assert await layer.connection(0).zcard(layer._group_key("chat.1.1.abc")) == 0
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+
+
+@pytest.mark.redis
+async def test_messages_past_their_expiry_are_dropped_before_the_next_one(redis_layers):
+    layer = redis_layers(expiry=60)
+    channel = await layer.new_channel()
+    await layer.group_add("chat.1.1.abc", channel)
+    await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 1}})
+    # The first message aged past the expiry (its score is when it was sent).
+    key = layer.prefix + layer.non_local_name(channel)
+    connection = layer.connection(0)
+    [(member, _)] = await connection.zrange(key, 0, -1, withscores=True)
+    await connection.zadd(key, {member: time.time() - 120})
+    await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 2}})
+    assert await _received(layer, channel, 1) == [{"type": "frame", "frame": {"version": 2}}]
+
+
+@pytest.mark.redis
+async def test_a_receive_cancelled_while_waiting_loses_nothing_sent_after(redis_layers):
+    layer = redis_layers()
+    channel = await layer.new_channel()
+    await layer.group_add("chat.1.1.abc", channel)
+    waiting = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0.3)  # blocked in its pop
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 1}})
+    assert await _received(layer, channel, 1) == [{"type": "frame", "frame": {"version": 1}}]
+
+
+@pytest.mark.redis
+async def test_processes_on_channels_redis_own_layer_and_on_this_one_reach_each_other(redis_layers):
+    """Same keys, same messages: during a rolling deploy old and new processes still share their frames."""
+    ours = redis_layers()
+    stock = StockRedisChannelLayer(hosts=[os.environ["REDIS_URL"]], prefix=ours.prefix)
+    try:
+        ours_channel, stock_channel = await ours.new_channel(), await stock.new_channel()
+        await ours.group_add("chat.1.1.abc", ours_channel)
+        await stock.group_add("chat.1.1.abc", stock_channel)
+        await ours.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 1}})
+        await stock.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 2}})
+        expected = [{"type": "frame", "frame": {"version": 1}}, {"type": "frame", "frame": {"version": 2}}]
+        assert await _received(ours, ours_channel, 2) == expected
+        assert await _received(stock, stock_channel, 2) == expected
+    finally:
+        await stock.close_pools()
