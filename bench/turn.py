@@ -367,7 +367,7 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
     from canvas.services import canvas_apply
     from conversations.services import session_get_or_create
 
-    users = users_create(max(USER_COUNTS) + 2)
+    users = users_create(max(args.users) + 2)
     bench_user, probe_user, crowd = users[0], users[1], users[2:]
     from django.contrib.auth import get_user_model
 
@@ -410,12 +410,12 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
             sweep.append(row)
 
         for mode in ("http", "ws"):
-            for count in USER_COUNTS:
+            for count in args.users:
                 step(one, count, mode)
         if backend == "postgres":
             processes.start_daphne(f"{backend}-1", ports[1])
             for mode in ("http", "ws"):
-                step(Server(ports), max(USER_COUNTS), mode)
+                step(Server(ports), max(args.users), mode)
         results["sweep"] = sweep
     finally:
         processes.stop_all()
@@ -497,6 +497,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15, help="seconds of each load step")
     parser.add_argument("--model-ms", type=float, default=500, help="the model's time per call in the sweep")
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument(
+        "--users",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=list(USER_COUNTS),
+        help="the sweep's numbers of users, comma-separated (default 1,10,50)",
+    )
     args = parser.parse_args()
     command = ".venv/bin/python bench/turn.py " + " ".join(sys.argv[1:])
     OUT_DIR.mkdir(parents=True, exist_ok=True)
@@ -515,6 +521,7 @@ def main() -> None:
                 out = OUT_DIR / f"{backend}.json"
                 argv = [sys.executable, __file__, "--backend", backend, "--pairs", str(args.pairs)]
                 argv += ["--seconds", str(args.seconds), "--model-ms", str(args.model_ms)]
+                argv += ["--users", ",".join(map(str, args.users))]
                 subprocess.run(argv, check=True)
                 results.append(json.loads(out.read_text()))
             else:
