@@ -333,6 +333,14 @@ async def load(server: Server, users: list[Any], probe_user: Any, replay_frames:
 # --- one backend ---------------------------------------------------------------------------------
 
 
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has been busy since boot (every core; /proc/stat)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(value) for value in fields]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def backend_env(backend: str, fake: Any) -> dict[str, str]:
     env = {
         "BUDDY_LLM": "anthropic",
@@ -400,12 +408,21 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
         def step(server: Server, count: int, mode: str) -> None:
             processes.sample_cpu()
             before = sum(processes.cpu_by_name().values())
+            machine_before, bench_before, wall_before = machine_cpu(), time.process_time(), time.monotonic()
             row = asyncio.run(load(server, crowd[:count], probe_user, replay_frames, mode, args.seconds))
             processes.sample_cpu()
+            wall = time.monotonic() - wall_before
             turns = row["turns_per_s"] * args.seconds
             # Server CPU per turn, warm-up included in the CPU (an upper bound).
             cpu = sum(processes.cpu_by_name().values()) - before
             row["server_cpu_ms_per_turn"] = round(1000 * cpu / turns, 1) if turns else None
+            # Cores busy over the step, warm-up included: the servers, this process (the load's clients
+            # and the fake model), and the whole machine (PostgreSQL, Redis and anything else running).
+            row["cores_busy"] = {
+                "servers": round(cpu / wall, 2),
+                "bench": round((time.process_time() - bench_before) / wall, 2),
+                "machine": round((machine_cpu() - machine_before) / wall, 2),
+            }
             print(json.dumps(row), file=sys.stderr)
             sweep.append(row)
 
