@@ -6,22 +6,32 @@ machine, shared with every socket's replays and database calls and with Django's
 line of a 4xx answer): a few slow model calls there would stall every other request and socket. HTTP
 and WebSocket turns run on this one bounded pool instead; when all BUDDY_TURN_THREADS are busy, a turn
 waits for one.
+
+Of those threads, at most BUDDY_TURN_SLOTS work at once; the rest wait on the model or for a slot. A
+turn's work between model calls is Python under the one interpreter lock: with dozens of turn threads
+all runnable, every other thread (the event loop answering `/healthz`, a socket's replay) waits for
+the lock behind each of them in turn. A few slots keep the work queued here instead, where it waits
+without contending, and the throughput stays that of the one core the interpreter can use.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 
 from realtime.push import group_sends_handed_off
 
 T = TypeVar("T")
+
+_held = threading.local()
 
 
 @functools.cache
@@ -29,16 +39,56 @@ def turn_executor() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=settings.BUDDY_TURN_THREADS, thread_name_prefix="buddy-turn")
 
 
+@functools.cache
+def _turn_slots() -> threading.BoundedSemaphore:
+    return threading.BoundedSemaphore(settings.BUDDY_TURN_SLOTS)
+
+
+@contextmanager
+def turn_slot() -> Iterator[None]:
+    """Hold one of the BUDDY_TURN_SLOTS while the block runs (waiting for one first)."""
+    slots = _turn_slots()
+    slots.acquire()
+    _held.slot = True
+    try:
+        yield
+    finally:
+        if getattr(_held, "slot", False):
+            _held.slot = False
+            slots.release()
+
+
+@contextmanager
+def turn_slot_lent() -> Iterator[None]:
+    """Give this thread's slot to another turn while the block waits (on the model), and take one again
+    after. Nothing is lent inside a transaction: a thread must never wait for a slot while it holds
+    database locks that a thread with a slot may be waiting for. A no-op on a thread without a slot
+    (a scheduled run in the task worker)."""
+    if not getattr(_held, "slot", False) or connection.in_atomic_block:
+        yield
+        return
+    slots = _turn_slots()
+    _held.slot = False
+    slots.release()
+    try:
+        yield
+    finally:
+        slots.acquire()
+        _held.slot = True
+
+
 def _closing(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     try:
-        return function(*args, **kwargs)
+        with turn_slot():
+            return function(*args, **kwargs)
     finally:
         close_old_connections()  # a broken or expired connection is not left to the thread's next turn
 
 
 async def on_turn_thread(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-    """Await `function(*args, **kwargs)` run on a turn thread. Its frames are handed to this loop
-    without the thread waiting for it (realtime.push.group_sends_handed_off)."""
+    """Await `function(*args, **kwargs)` run on a turn thread, holding a turn slot except while it waits
+    on the model (`turn_slot_lent`). Its frames are handed to this loop without the thread waiting for
+    it (realtime.push.group_sends_handed_off)."""
     group_sends_handed_off()
     run = sync_to_async(_closing, thread_sensitive=False, executor=turn_executor())
     return await run(function, *args, **kwargs)

@@ -27,6 +27,7 @@ from django_q.tasks import async_task
 
 from agent.llm import ModelError, ModelReply, model_client
 from agent.prompt import model_for, request_build
+from agent.threads import turn_slot_lent
 from agent.tools import tool_round_run
 from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
 from conversations.errors import DomainError, InvalidInput
@@ -373,13 +374,14 @@ def _turn_steps(
         _connection_lend_back()
         started = time.monotonic()
         try:
-            reply = client.stream(
-                model=model_for(session),
-                max_tokens=settings.BUDDY_MAX_OUTPUT_TOKENS,
-                on_text=on_text,
-                should_stop=stopper,
-                **request,
-            )
+            with turn_slot_lent():  # another turn works while this one waits on the model
+                reply = client.stream(
+                    model=model_for(session),
+                    max_tokens=settings.BUDDY_MAX_OUTPUT_TOKENS,
+                    on_text=on_text,
+                    should_stop=stopper,
+                    **request,
+                )
         except ModelError as exc:
             deltas.flush()
             _record_call(session, model_for(session), None, prompt=prompt, error=str(exc), started=started)

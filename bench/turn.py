@@ -333,6 +333,14 @@ async def load(server: Server, users: list[Any], probe_user: Any, replay_frames:
 # --- one backend ---------------------------------------------------------------------------------
 
 
+def machine_cpu() -> float:
+    """CPU seconds the whole machine has been busy since boot (every core; /proc/stat)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    ticks = [int(value) for value in fields]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def backend_env(backend: str, fake: Any) -> dict[str, str]:
     env = {
         "BUDDY_LLM": "anthropic",
@@ -367,7 +375,7 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
     from canvas.services import canvas_apply
     from conversations.services import session_get_or_create
 
-    users = users_create(max(USER_COUNTS) + 2)
+    users = users_create(max(args.users) + 2)
     bench_user, probe_user, crowd = users[0], users[1], users[2:]
     from django.contrib.auth import get_user_model
 
@@ -400,22 +408,31 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
         def step(server: Server, count: int, mode: str) -> None:
             processes.sample_cpu()
             before = sum(processes.cpu_by_name().values())
+            machine_before, bench_before, wall_before = machine_cpu(), time.process_time(), time.monotonic()
             row = asyncio.run(load(server, crowd[:count], probe_user, replay_frames, mode, args.seconds))
             processes.sample_cpu()
+            wall = time.monotonic() - wall_before
             turns = row["turns_per_s"] * args.seconds
             # Server CPU per turn, warm-up included in the CPU (an upper bound).
             cpu = sum(processes.cpu_by_name().values()) - before
             row["server_cpu_ms_per_turn"] = round(1000 * cpu / turns, 1) if turns else None
+            # Cores busy over the step, warm-up included: the servers, this process (the load's clients
+            # and the fake model), and the whole machine (PostgreSQL, Redis and anything else running).
+            row["cores_busy"] = {
+                "servers": round(cpu / wall, 2),
+                "bench": round((time.process_time() - bench_before) / wall, 2),
+                "machine": round((machine_cpu() - machine_before) / wall, 2),
+            }
             print(json.dumps(row), file=sys.stderr)
             sweep.append(row)
 
         for mode in ("http", "ws"):
-            for count in USER_COUNTS:
+            for count in args.users:
                 step(one, count, mode)
         if backend == "postgres":
             processes.start_daphne(f"{backend}-1", ports[1])
             for mode in ("http", "ws"):
-                step(Server(ports), max(USER_COUNTS), mode)
+                step(Server(ports), max(args.users), mode)
         results["sweep"] = sweep
     finally:
         processes.stop_all()
@@ -497,6 +514,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15, help="seconds of each load step")
     parser.add_argument("--model-ms", type=float, default=500, help="the model's time per call in the sweep")
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument(
+        "--users",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=list(USER_COUNTS),
+        help="the sweep's numbers of users, comma-separated (default 1,10,50)",
+    )
     args = parser.parse_args()
     command = ".venv/bin/python bench/turn.py " + " ".join(sys.argv[1:])
     OUT_DIR.mkdir(parents=True, exist_ok=True)
@@ -515,6 +538,7 @@ def main() -> None:
                 out = OUT_DIR / f"{backend}.json"
                 argv = [sys.executable, __file__, "--backend", backend, "--pairs", str(args.pairs)]
                 argv += ["--seconds", str(args.seconds), "--model-ms", str(args.model_ms)]
+                argv += ["--users", ",".join(map(str, args.users))]
                 subprocess.run(argv, check=True)
                 results.append(json.loads(out.read_text()))
             else:

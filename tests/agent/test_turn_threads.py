@@ -32,16 +32,29 @@ def prompt(url: str, token: str, chat_id: str, answers: list[int]) -> None:
         answers.append(response.status)
 
 
-def test_healthz_and_a_404_answer_while_every_turn_thread_waits_on_the_model(model, user):
-    release = threading.Event()
-    reached_model = threading.Semaphore(0)
+class SlowModel:
+    """The fake model holding every call until `release` is set; `reached` counts the calls waiting."""
 
-    def slow_model(body):
-        reached_model.release()
-        release.wait(WAIT)
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.reached = threading.Semaphore(0)
+
+    def __call__(self, body):
+        self.reached.release()
+        self.release.wait(WAIT)
         return None  # the default echo
 
-    model.responder = slow_model
+
+@pytest.fixture
+def slow_model(model):
+    slow = SlowModel()
+    model.responder = slow
+    yield slow
+    slow.release.set()
+    model.responder = None
+
+
+def test_healthz_and_a_404_answer_while_every_turn_thread_waits_on_the_model(model, slow_model, user):
     token = api_token_create(user=user)
     answers: list[int] = []
     with daphne(BUDDY_TURN_THREADS=str(TURN_THREADS)) as url:
@@ -52,7 +65,7 @@ def test_healthz_and_a_404_answer_while_every_turn_thread_waits_on_the_model(mod
             for turn in turns:
                 turn.start()
             for _ in range(TURN_THREADS):
-                assert reached_model.acquire(timeout=WAIT)
+                assert slow_model.reached.acquire(timeout=WAIT)
             # Every turn thread is waiting on the model, and the other turns wait for a turn thread.
             with urllib.request.urlopen(f"{url}/healthz", timeout=WAIT) as response:
                 assert (response.status, json.load(response)) == (200, {"status": "ok"})
@@ -63,8 +76,29 @@ def test_healthz_and_a_404_answer_while_every_turn_thread_waits_on_the_model(mod
             assert len(model.requests) == TURN_THREADS
             assert all(turn.is_alive() for turn in turns) and not answers
         finally:
-            release.set()
-            model.responder = None
+            slow_model.release.set()
             for turn in turns:
                 turn.join(WAIT)
     assert answers == [200] * TURNS
+
+
+def test_turns_waiting_on_the_model_lend_their_slots(slow_model, user):
+    """With one slot, both turn threads still reach the model together: a turn waiting on it lends
+    its slot (agent/threads.py)."""
+    token = api_token_create(user=user)
+    answers: list[int] = []
+    with daphne(BUDDY_TURN_THREADS=str(TURN_THREADS), BUDDY_TURN_SLOTS="1") as url:
+        turns = [
+            threading.Thread(target=prompt, args=(url, token, f"chat-{n}", answers), daemon=True)
+            for n in range(TURN_THREADS)
+        ]
+        try:
+            for turn in turns:
+                turn.start()
+            for _ in range(TURN_THREADS):
+                assert slow_model.reached.acquire(timeout=WAIT)
+        finally:
+            slow_model.release.set()
+            for turn in turns:
+                turn.join(WAIT)
+    assert answers == [200] * TURN_THREADS
