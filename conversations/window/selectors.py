@@ -11,6 +11,7 @@ from django.db.models.functions import Cast
 
 from conversations.models import Message, Session
 from conversations.window.plan import Limits, Plan, Row, effective_start_id, plan_window
+from conversations.window.rendered import rendered_rows
 from conversations.window.types import Window, WindowStep
 
 
@@ -95,7 +96,7 @@ def window_compute(*, session: Session, stored_start: int, limits: Limits) -> Wi
     # the window may hold.
     rows, complete = window_rows(session_id=session.pk, stored_start=stored_start, limit=limits.rows + 1)
     effective = window_effective_start(session_id=session.pk, stored_start=stored_start, rows=rows, complete=complete)
-    plan = plan_window(rows, effective_start_id=effective, limits=limits)
+    plan = plan_window(rows, effective_start_id=effective, limits=limits, shared=rendered_rows)
     return window_from_plan(plan, rows, stored_start)
 
 
