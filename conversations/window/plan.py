@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from conversations.content import (
@@ -110,9 +111,10 @@ class Limits:
 
 class Row:
     """One archived message as the window sees it. `content` is decoded from `raw` (the stored JSON
-    text) on first use, so rows the window never looks at are never decoded."""
+    text) on first use, so rows the window never looks at are never decoded; `created_at` likewise
+    from `created` (the stored time as text, ISO 8601, UTC when it names no offset)."""
 
-    __slots__ = ("id", "role", "tokens", "is_turn_start", "largest_block_tokens", "_raw", "_content")
+    __slots__ = ("id", "role", "tokens", "is_turn_start", "largest_block_tokens", "_raw", "_content", "_created")
 
     def __init__(
         self,
@@ -124,6 +126,7 @@ class Row:
         *,
         content: list[Block] | None = None,
         raw: str | None = None,
+        created: str | None = None,
     ) -> None:
         self.id = id
         self.role = role
@@ -132,6 +135,7 @@ class Row:
         self.largest_block_tokens = largest_block_tokens
         self._raw = raw
         self._content = content
+        self._created = created
 
     @property
     def content(self) -> list[Block]:
@@ -148,6 +152,14 @@ class Row:
     def raw(self) -> str | None:
         """The stored JSON text the content is decoded from (None: the row was made from content)."""
         return self._raw
+
+    @property
+    def created_at(self) -> datetime:
+        """When the message was archived (the row must have been read with its `created`)."""
+        if self._created is None:
+            raise ValueError(f"row {self.id} was read without its time")
+        at = datetime.fromisoformat(self._created)
+        return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
 
     def content_adopt(self, content: list[Block]) -> None:
         """Take `content`, decoded from this row's very `raw` elsewhere, instead of decoding it here."""
