@@ -285,7 +285,22 @@ class Renderer:
         return row.tokens if content is row.content else estimate_tokens(content)
 
     def piece(self, index: int, *, first: bool) -> Piece:
-        """Row `index` as sent; `first`: it opens the window (so no row before it is sent)."""
+        """Row `index` as sent; `first`: it opens the window (so no row before it is sent). After the row
+        before it, a row sends what the shared cache holds for it when both rows are as they were when
+        that was made (then neither is decoded here)."""
+        row = self.rows[index]
+        previous = self.rows[index - 1] if not first else None
+        if previous is None or self.shared is None or row.raw is None or previous.raw is None:
+            return self._piece(index, first=first)
+        facts = (row.raw, row.role, row.largest_block_tokens, row.tokens)
+        previous_facts = (previous.raw, previous.role, previous.largest_block_tokens, previous.tokens)
+        piece = self.shared.piece_get(row.id, self.cap, facts=facts, previous=previous_facts)
+        if piece is None:
+            piece = self._piece(index, first=False)
+            self.shared.piece_put(row.id, self.cap, piece, facts=facts, previous=previous_facts)
+        return piece
+
+    def _piece(self, index: int, *, first: bool) -> Piece:
         row = self.rows[index]
         blocks = self.blocks(index)
         messages: list[dict[str, Any]] = []

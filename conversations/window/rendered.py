@@ -3,12 +3,13 @@ once, not on every model call (docs/architecture.md, "The window's row cache").
 
 An entry is keyed by the row's id and the block cap, and holds the stored JSON text it was made from,
 the role and the largest block's estimate: a row whose stored text (or those facts) no longer match is
-decoded again, so an edited or redacted message is never served stale. Entries are bounded by the
-total length of their stored texts, least recently used first out.
+decoded again, so an edited or redacted message is never served stale. Beside an entry, the row as
+sent after the row before it (`plan.Piece`), checked the same way against both rows. Entries are
+bounded by the total length of their stored texts, least recently used first out.
 
-What it hands out is shared by every thread and every later call: the decoded content and the cleaned
-blocks must never be changed in place (the window's users copy what they add to: `window_render`,
-`agent.prompt.request_build`).
+What it hands out is shared by every thread and every later call: the decoded content, the cleaned
+blocks and the messages as sent must never be changed in place (the window's users copy what they
+add to: `window_render`, `agent.prompt.request_build`).
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from conversations.content import Block
+
+if TYPE_CHECKING:
+    from conversations.window.plan import Piece
 
 # The bound on the stored texts the cache holds, in characters: about 30 full windows of the default
 # 120,000 tokens. The decoded content and blocks come on top, about as large again.
@@ -36,14 +41,29 @@ class RenderedRow:
     blocks: list[Block]
 
 
+# What a row's rendering depends on: its stored text, role, largest block's and whole estimates.
+RowFacts = tuple[str, str, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class _SentAfter:
+    """A row as sent after another row (`plan.Piece`), with the facts of both it was made from."""
+
+    facts: RowFacts
+    previous: RowFacts
+    piece: Piece
+
+
 class RenderedRows:
     """A thread-safe LRU map (message id, block cap) → RenderedRow, bounded by `max_chars` of stored
-    text. A row longer than the bound on its own is never kept."""
+    text. A row longer than the bound on its own is never kept. Beside each entry, the row as sent
+    after the row before it (what it sends depends on that row only), which goes with the entry."""
 
     def __init__(self, max_chars: int = MAX_CHARS) -> None:
         self.max_chars = max_chars
         self.chars = 0
         self._entries: OrderedDict[tuple[int, int], RenderedRow] = OrderedDict()
+        self._sent_after: dict[tuple[int, int], _SentAfter] = {}
         self._lock = threading.Lock()
 
     def get(self, message_id: int, cap: int, *, raw: str, role: str, largest_block_tokens: int) -> RenderedRow | None:
@@ -67,15 +87,38 @@ class RenderedRows:
             replaced = self._entries.pop(key, None)
             if replaced is not None:
                 self.chars -= len(replaced.raw)
+                self._sent_after.pop(key, None)
             self._entries[key] = entry
             self.chars += size
             while self.chars > self.max_chars:
-                _, evicted = self._entries.popitem(last=False)
+                evicted_key, evicted = self._entries.popitem(last=False)
                 self.chars -= len(evicted.raw)
+                self._sent_after.pop(evicted_key, None)
+
+    def piece_get(self, message_id: int, cap: int, *, facts: RowFacts, previous: RowFacts) -> Piece | None:
+        """The row as sent after the row before it, made from rows with exactly these facts; else None.
+        A hit counts as a use of the row's entry."""
+        key = (message_id, cap)
+        sent = self._sent_after.get(key)
+        if sent is None or sent.facts != facts or sent.previous != previous:
+            return None
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+        return sent.piece
+
+    def piece_put(self, message_id: int, cap: int, piece: Piece, *, facts: RowFacts, previous: RowFacts) -> None:
+        key = (message_id, cap)
+        with self._lock:
+            # Only beside an entry made from the same text, so it leaves the cache with it.
+            entry = self._entries.get(key)
+            if entry is not None and entry.raw == facts[0]:
+                self._sent_after[key] = _SentAfter(facts, previous, piece)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._sent_after.clear()
             self.chars = 0
 
     def chars_counted(self) -> int:
@@ -85,6 +128,9 @@ class RenderedRows:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def pieces(self) -> int:
+        return len(self._sent_after)
 
 
 # The one cache of this process.

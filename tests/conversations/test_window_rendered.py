@@ -79,12 +79,40 @@ def test_a_plan_with_the_cache_sends_what_a_plan_without_it_sends_and_renders_ea
     uncached = plan_window(exchange_rows(10), effective_start_id=1, limits=LIMITS)
     assert dumps_compact(again.messages) == dumps_compact(first.messages) == dumps_compact(uncached.messages)
     assert again.tokens == first.tokens == uncached.tokens
-    # The second plan's rows took the cached content: none was decoded from its text again.
+    # No row of the second plan was decoded from its text again: the rows after the first are sent as
+    # cached, and a row rendered as a window's first (the turn starts) took the cached content.
+    assert cache.pieces() == 19
     for row in again_rows:
-        cached = cache.get(
-            row.id, LIMITS.block_cap, raw=row.raw, role=row.role, largest_block_tokens=row.largest_block_tokens
-        )
-        assert row.content is cached.content
+        if row.decoded:
+            cached = cache.get(
+                row.id, LIMITS.block_cap, raw=row.raw, role=row.role, largest_block_tokens=row.largest_block_tokens
+            )
+            assert row.content is cached.content
+    assert again_rows[0].decoded and sum(row.decoded for row in again_rows) < len(again_rows) // 2
+
+
+def test_a_row_is_sent_again_as_the_row_before_it_now_asks():
+    """A tool result after a tool call is sent as such; once the call is gone from the row before
+    (the same ids, the text changed), the same stored result is sent as a note."""
+    cache = RenderedRows()
+    call = {"type": "tool_use", "id": "toolu_1", "name": "search_history", "input": {"query": "x"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "found"}
+
+    def rows(assistant_content: list[dict]) -> list[Row]:
+        return [
+            row_from_content(1, "user", [text_block("look it up")], stored=True),
+            row_from_content(2, "assistant", assistant_content, stored=True),
+            row_from_content(3, "user", [result], stored=True),
+            row_from_content(4, "assistant", [text_block("done")], stored=True),
+            row_from_content(5, "user", [text_block("thanks")], stored=True),
+        ]
+
+    for content in ([call], [text_block("no call after all")], [call]):
+        cached = plan_window(rows(content), effective_start_id=1, limits=LIMITS, shared=cache)
+        alone = plan_window(rows(content), effective_start_id=1, limits=LIMITS)
+        assert dumps_compact(cached.messages) == dumps_compact(alone.messages)
+        assert cached.tokens == alone.tokens
+        assert (cached.messages[2]["content"][0]["type"] == "tool_result") == (content == [call])
 
 
 def test_threads_sharing_a_small_cache_get_the_windows_they_would_get_alone():
@@ -114,6 +142,7 @@ def test_threads_sharing_a_small_cache_get_the_windows_they_would_get_alone():
         sys.setswitchinterval(switch_interval)
     assert all(results)
     assert cache.chars == cache.chars_counted() <= cache.max_chars
+    assert cache.pieces() <= len(cache)  # a row as sent leaves with its entry
 
 
 @pytest.mark.django_db
