@@ -297,7 +297,9 @@ class Renderer:
         piece = self.shared.piece_get(row.id, self.cap, facts=facts, previous=previous_facts)
         if piece is None:
             piece = self._piece(index, first=False)
-            self.shared.piece_put(row.id, self.cap, piece, facts=facts, previous=previous_facts)
+            self.shared.piece_put(
+                row.id, self.cap, piece, facts=facts, previous_id=previous.id, previous=previous_facts
+            )
         return piece
 
     def _piece(self, index: int, *, first: bool) -> Piece:

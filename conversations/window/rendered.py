@@ -107,13 +107,21 @@ class RenderedRows:
                 self._entries.move_to_end(key)
         return sent.piece
 
-    def piece_put(self, message_id: int, cap: int, piece: Piece, *, facts: RowFacts, previous: RowFacts) -> None:
+    def piece_put(
+        self, message_id: int, cap: int, piece: Piece, *, facts: RowFacts, previous_id: int, previous: RowFacts
+    ) -> None:
         key = (message_id, cap)
         with self._lock:
             # Only beside an entry made from the same text, so it leaves the cache with it.
             entry = self._entries.get(key)
-            if entry is not None and entry.raw == facts[0]:
-                self._sent_after[key] = _SentAfter(facts, previous, piece)
+            if entry is None or entry.raw != facts[0]:
+                return
+            # The texts are kept as the entries' own strings, so the bound counts them.
+            facts = (entry.raw, *facts[1:])
+            before = self._entries.get((previous_id, cap))
+            if before is not None and before.raw == previous[0]:
+                previous = (before.raw, *previous[1:])
+            self._sent_after[key] = _SentAfter(facts, previous, piece)
 
     def clear(self) -> None:
         with self._lock:

@@ -205,3 +205,24 @@ def _stored_text(message_id: int) -> str:
         .values_list("raw", flat=True)
         .get()
     )
+
+
+def test_a_row_as_sent_keeps_the_texts_its_entries_count():
+    """A row as sent made in a later plan than its entry (the row opened the window before) holds the
+    entries' own strings, not the later query's copies: the bound counts them."""
+    cache = RenderedRows()
+    older = exchange_rows(3)
+    plan_window(older[2:], effective_start_id=older[2].id, limits=LIMITS, shared=cache)  # row 3 opens it
+    plan_window(exchange_rows(3), effective_start_id=1, limits=LIMITS, shared=cache)  # row 3 after row 2
+    sent = cache._sent_after[(older[2].id, LIMITS.block_cap)]
+    entry = cache.get(
+        older[2].id, LIMITS.block_cap, raw=older[2].raw, role="user", largest_block_tokens=older[2].largest_block_tokens
+    )
+    before = cache.get(
+        older[1].id,
+        LIMITS.block_cap,
+        raw=older[1].raw,
+        role="assistant",
+        largest_block_tokens=older[1].largest_block_tokens,
+    )
+    assert sent.facts[0] is entry.raw and sent.previous[0] is before.raw
