@@ -38,6 +38,7 @@ from django.db.models import Subquery
 from django.utils import timezone
 
 from conversations.models import INPUT_PRICE, Message, ModelCall, Session
+from conversations.window import RecentMessages
 
 FIVE_MINUTES = "5m"
 ONE_HOUR = "1h"
@@ -69,18 +70,23 @@ class CacheLifetimes:
 
 
 def cache_lifetimes(
-    *, session: Session, window_moved: bool, summary_at: datetime | None, now: datetime | None = None
+    *,
+    session: Session,
+    window_moved: bool,
+    summary_at: datetime | None,
+    now: datetime | None = None,
+    recent: RecentMessages | None = None,
 ) -> CacheLifetimes:
     """The breakpoints' lifetimes for the call about to be made (`BUDDY_CACHE_TTL`).
 
     `window_moved`: the window's start moved for this call; `summary_at`: when the summary in the
-    system prompt was written (None: no summary).
+    system prompt was written (None: no summary); `recent`: the rows the call's window was read from.
     """
     policy = settings.BUDDY_CACHE_TTL
     if policy in (FIVE_MINUTES, ONE_HOUR):
         return CacheLifetimes(tools=policy, system=policy, history=None, tail=policy)
     now = now or timezone.now()
-    pace = chat_pace(session=session)
+    pace = chat_pace(session=session, recent=recent)
     if long_pause_share(session=session, pace=pace) >= LONG_PAUSE_BREAK_EVEN:
         return CacheLifetimes(tools=ONE_HOUR, system=ONE_HOUR, history=None, tail=ONE_HOUR)
     if prefix_rewritten(session=session, window_moved=window_moved, summary_at=summary_at, now=now, pace=pace):
@@ -97,13 +103,18 @@ class ChatPace:
     previous_call_at: datetime | None
 
 
-def chat_pace(*, session: Session) -> ChatPace:
-    """The chat's pace in one query: the previous call's time rides along each message row."""
+def chat_pace(*, session: Session, recent: RecentMessages | None = None) -> ChatPace:
+    """The chat's pace in one query. When the rows a window was just read from (`recent`) hold the
+    newest messages, they are taken and only the previous call's time is read; otherwise that time
+    rides along each message row read here."""
     previous_call = (
         ModelCall.objects.filter(session=session, kind=ModelCall.Kind.CHAT)
         .order_by("-created_at")
         .values("created_at")[:1]
     )
+    newest = recent.newest(RECENT_MESSAGES) if recent is not None else None
+    if newest is not None:
+        return ChatPace(messages=newest, previous_call_at=previous_call.values_list("created_at", flat=True).first())
     rows = list(
         Message.objects.filter(session=session)
         .order_by("-id")

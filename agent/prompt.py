@@ -22,6 +22,7 @@ from agent.cache import CacheLifetimes, cache_lifetimes
 from agent.tools import tool_definitions
 from canvas.selectors import canvas_snapshot_text
 from conversations.models import Session
+from conversations.window import RecentMessages
 from memory.notes.selectors import notes_context_text
 from memory.selectors import summary_latest
 
@@ -69,12 +70,14 @@ def request_build(
     window_messages: list[dict[str, Any]],
     window_moved: bool = False,
     summary: Summary | None = _UNREAD,
+    recent: RecentMessages | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of `messages.stream` for one call, minus model and max_tokens.
 
     Precondition: the window ends with a user message (the prompt or the latest tool results).
     `window_moved`: the window's start moved for this call (the whole prefix after the tools is new).
     `summary`: the session's latest summary, when the caller has read it (None: there is none).
+    `recent`: the rows the window was read from (`Window.recent`), which give the chat's pace.
     """
     if window_messages[-1]["role"] != "user":
         raise ValueError("the window must end with a user message")
@@ -87,7 +90,10 @@ def request_build(
     if summary is _UNREAD:
         summary = summary_latest(session=session)
     lifetimes = cache_lifetimes(
-        session=session, window_moved=window_moved, summary_at=summary.created_at if summary is not None else None
+        session=session,
+        window_moved=window_moved,
+        summary_at=summary.created_at if summary is not None else None,
+        recent=recent,
     )
     system = system_prompt(session=session, summary=summary)
     system[-1]["cache_control"] = CacheLifetimes.control(lifetimes.system)

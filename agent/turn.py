@@ -368,7 +368,11 @@ def _turn_steps(
         window = window_build(session=session, stored_start=session.window_start_id if tool_rounds == 0 else None)
         summary = summary_latest(session=session)
         request = request_build(
-            session=session, window_messages=window.messages, window_moved=window.moved, summary=summary
+            session=session,
+            window_messages=window.messages,
+            window_moved=window.moved,
+            summary=summary,
+            recent=window.recent,
         )
         last_call = _LastCall(window=window, summary=summary)
         _connection_lend_back()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from conversations.window.selectors import window_limits, window_next_step, window_preview
 from conversations.window.services import window_build
-from conversations.window.types import Window, WindowStep, window_render
+from conversations.window.types import RecentMessages, Window, WindowStep, window_render
 
 __all__ = [
+    "RecentMessages",
     "Window",
     "WindowStep",
     "window_build",

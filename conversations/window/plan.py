@@ -43,6 +43,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from conversations.content import (
@@ -67,6 +68,7 @@ from conversations.window.blocks import (
     shorten_block,
     text_block,
 )
+from conversations.window.rendered import RenderedRow, RenderedRows
 
 # Floors on the settings: below them no window is guaranteed to exist (the last-resort window of
 # `squeezed` needs two short notes; a shortened block needs room for its skeleton and marker).
@@ -109,9 +111,10 @@ class Limits:
 
 class Row:
     """One archived message as the window sees it. `content` is decoded from `raw` (the stored JSON
-    text) on first use, so rows the window never looks at are never decoded."""
+    text) on first use, so rows the window never looks at are never decoded; `created_at` likewise
+    from `created` (the stored time as text, ISO 8601, UTC when it names no offset)."""
 
-    __slots__ = ("id", "role", "tokens", "is_turn_start", "largest_block_tokens", "_raw", "_content")
+    __slots__ = ("id", "role", "tokens", "is_turn_start", "largest_block_tokens", "_raw", "_content", "_created")
 
     def __init__(
         self,
@@ -123,6 +126,7 @@ class Row:
         *,
         content: list[Block] | None = None,
         raw: str | None = None,
+        created: str | None = None,
     ) -> None:
         self.id = id
         self.role = role
@@ -131,6 +135,7 @@ class Row:
         self.largest_block_tokens = largest_block_tokens
         self._raw = raw
         self._content = content
+        self._created = created
 
     @property
     def content(self) -> list[Block]:
@@ -142,6 +147,23 @@ class Row:
     @property
     def decoded(self) -> bool:
         return self._content is not None
+
+    @property
+    def raw(self) -> str | None:
+        """The stored JSON text the content is decoded from (None: the row was made from content)."""
+        return self._raw
+
+    @property
+    def created_at(self) -> datetime:
+        """When the message was archived (the row must have been read with its `created`)."""
+        if self._created is None:
+            raise ValueError(f"row {self.id} was read without its time")
+        at = datetime.fromisoformat(self._created)
+        return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+    def content_adopt(self, content: list[Block]) -> None:
+        """Take `content`, decoded from this row's very `raw` elsewhere, instead of decoding it here."""
+        self._content = content
 
     def __repr__(self) -> str:
         return f"Row(#{self.id} {self.role} {self.tokens}t{' turn' if self.is_turn_start else ''})"
@@ -181,11 +203,13 @@ def _message(role: str, content: list[Block]) -> dict[str, Any]:
 
 class Renderer:
     """Renders rows as sent, with one block cap. Caches per row, so each row is decoded, shortened and
-    cleaned at most once per plan."""
+    cleaned at most once per plan; with `shared`, a row read from the archive (it has its stored text)
+    is decoded and cleaned once for as long as the shared cache keeps it."""
 
-    def __init__(self, rows: list[Row], cap: int) -> None:
+    def __init__(self, rows: list[Row], cap: int, shared: RenderedRows | None = None) -> None:
         self.rows = rows
         self.cap = cap
+        self.shared = shared
         self._blocks: dict[int, list[Block]] = {}
 
     def blocks(self, index: int) -> list[Block]:
@@ -196,6 +220,24 @@ class Renderer:
         if cached is not None:
             return cached
         row = self.rows[index]
+        # Only a row not decoded yet takes the shared content: `_counted` knows an unchanged row by the
+        # identity of its content list.
+        shared = self.shared if row.raw is not None and not row.decoded else None
+        if shared is not None:
+            entry = shared.get(
+                row.id, self.cap, raw=row.raw, role=row.role, largest_block_tokens=row.largest_block_tokens
+            )
+            if entry is not None:
+                row.content_adopt(entry.content)
+                self._blocks[index] = entry.blocks
+                return entry.blocks
+        out = self._cleaned(row)
+        if shared is not None:
+            shared.put(row.id, self.cap, RenderedRow(row.raw, row.role, row.largest_block_tokens, row.content, out))
+        self._blocks[index] = out
+        return out
+
+    def _cleaned(self, row: Row) -> list[Block]:
         content = row.content
         needs_shortening = row.largest_block_tokens > self.cap
         out: list[Block] = []
@@ -226,8 +268,7 @@ class Renderer:
                 block = self._capped(orphan_result_note(block), row.id)
             out.append(block)
         if len(out) == len(content) and all(a is b for a, b in zip(out, content, strict=True)):
-            out = content
-        self._blocks[index] = out
+            return content
         return out
 
     def pending(self, index: int) -> list[str]:
@@ -244,7 +285,24 @@ class Renderer:
         return row.tokens if content is row.content else estimate_tokens(content)
 
     def piece(self, index: int, *, first: bool) -> Piece:
-        """Row `index` as sent; `first`: it opens the window (so no row before it is sent)."""
+        """Row `index` as sent; `first`: it opens the window (so no row before it is sent). After the row
+        before it, a row sends what the shared cache holds for it when both rows are as they were when
+        that was made (then neither is decoded here)."""
+        row = self.rows[index]
+        previous = self.rows[index - 1] if not first else None
+        if previous is None or self.shared is None or row.raw is None or previous.raw is None:
+            return self._piece(index, first=first)
+        facts = (row.raw, row.role, row.largest_block_tokens, row.tokens)
+        previous_facts = (previous.raw, previous.role, previous.largest_block_tokens, previous.tokens)
+        piece = self.shared.piece_get(row.id, self.cap, facts=facts, previous=previous_facts)
+        if piece is None:
+            piece = self._piece(index, first=False)
+            self.shared.piece_put(
+                row.id, self.cap, piece, facts=facts, previous_id=previous.id, previous=previous_facts
+            )
+        return piece
+
+    def _piece(self, index: int, *, first: bool) -> Piece:
         row = self.rows[index]
         blocks = self.blocks(index)
         messages: list[dict[str, Any]] = []
@@ -384,17 +442,20 @@ def effective_start_id(rows: list[Row], stored_start: int) -> int | None:
     return next((row.id for row in rows if row.is_turn_start), None)
 
 
-def plan_window(rows: list[Row], *, effective_start_id: int | None, limits: Limits) -> Plan:
+def plan_window(
+    rows: list[Row], *, effective_start_id: int | None, limits: Limits, shared: RenderedRows | None = None
+) -> Plan:
     """Decide the window over `rows`: ascending ids, the newest rows with id >= the stored start — all
     of them, or at least the newest `limits.rows + 1`. `effective_start_id` is where the stored start
     puts the window (see `effective_start_id`); when it is older than every row here, the window from
-    it holds more rows than the cap allows. See the module docstring for the rules."""
+    it holds more rows than the cap allows. `shared`: a cache of rendered rows that outlives this plan
+    (`rendered.rendered_rows`). See the module docstring for the rules."""
     if not rows:
         return Plan(start=None, mode="empty")
     effective = next((i for i, row in enumerate(rows) if row.id == effective_start_id), None)
     lower = effective if effective is not None else 0
     after_effective = effective if effective is not None else -1
-    walk = _Walk(rows, Renderer(rows, limits.block_cap), lower)
+    walk = _Walk(rows, Renderer(rows, limits.block_cap, shared), lower)
 
     def chosen(start: int, mode: str) -> Plan:
         messages, ids, tokens = walk.assemble(start)
@@ -438,13 +499,13 @@ def plan_window(rows: list[Row], *, effective_start_id: int | None, limits: Limi
     newest_user = max((i for i in range(lower, len(rows)) if rows[i].role == USER), default=None)
     if newest_user is None:
         return Plan(start=None, mode="empty", effective_start=effective)
-    return _squeezed(rows, newest_user, limits, effective)
+    return _squeezed(rows, newest_user, limits, effective, shared)
 
 
-def _squeezed(rows: list[Row], start: int, limits: Limits, effective: int | None) -> Plan:
+def _squeezed(rows: list[Row], start: int, limits: Limits, effective: int | None, shared: RenderedRows | None) -> Plan:
     cap = limits.block_cap // 2
     while cap >= MIN_BLOCK_CAP:
-        walk = _Walk(rows, Renderer(rows, cap), start)
+        walk = _Walk(rows, Renderer(rows, cap, shared), start)
         walk.extend(limits.budget, limits.rows)
         if _fits(walk.cost(start), limits.budget, limits.rows):
             messages, ids, tokens = walk.assemble(start)
@@ -468,13 +529,10 @@ def _squeezed(rows: list[Row], start: int, limits: Limits, effective: int | None
     return Plan(start, "squeezed", messages, ids, tokens, effective)
 
 
-def row_from_content(message_id: int, role: str, content: list[Block]) -> Row:
-    """A Row with its facts computed as `message_build` computes them on write (for tests and tools)."""
-    return Row(
-        message_id,
-        role,
-        estimate_tokens(content),
-        is_turn_start(role, content),
-        largest_block_tokens(content),
-        content=content,
-    )
+def row_from_content(message_id: int, role: str, content: list[Block], *, stored: bool = False) -> Row:
+    """A Row with its facts computed as `message_build` computes them on write (for tests and tools).
+    `stored`: the Row holds the content's JSON text, as the window's query reads it, not the content."""
+    facts = (estimate_tokens(content), is_turn_start(role, content), largest_block_tokens(content))
+    if stored:
+        return Row(message_id, role, *facts, raw=json.dumps(content))
+    return Row(message_id, role, *facts, content=content)

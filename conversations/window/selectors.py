@@ -11,7 +11,8 @@ from django.db.models.functions import Cast
 
 from conversations.models import Message, Session
 from conversations.window.plan import Limits, Plan, Row, effective_start_id, plan_window
-from conversations.window.types import Window, WindowStep
+from conversations.window.rendered import rendered_rows
+from conversations.window.types import RecentMessages, Window, WindowStep
 
 
 def window_limits() -> Limits:
@@ -46,12 +47,12 @@ def session_messages_since(*, session_id: int, since: int) -> QuerySet[Message]:
 def window_rows_query(*, session_id: int, stored_start: int, limit: int):
     """The newest `limit` messages with id >= stored_start, newest first: one range scan of the
     (session, id) index. The content comes as JSON text, to be decoded only for the rows the window
-    looks at."""
+    looks at, and so does the time (for the few rows whose time is asked for: `RecentMessages`)."""
     return (
         session_messages_since(session_id=session_id, since=stored_start)
         .order_by("-session_id", "-id")
-        .annotate(raw=Cast("content", output_field=TextField()))
-        .values_list("id", "role", "tokens", "is_turn_start", "largest_block_tokens", "raw")[:limit]
+        .annotate(raw=Cast("content", output_field=TextField()), created=Cast("created_at", output_field=TextField()))
+        .values_list("id", "role", "tokens", "is_turn_start", "largest_block_tokens", "raw", "created")[:limit]
     )
 
 
@@ -59,8 +60,8 @@ def window_rows(*, session_id: int, stored_start: int, limit: int) -> tuple[list
     """`window_rows_query` as Rows, oldest first, and whether they are all rows since the stored start."""
     values = window_rows_query(session_id=session_id, stored_start=stored_start, limit=limit)
     rows = [
-        Row(message_id, role, tokens, turn_start, largest, raw=raw)
-        for message_id, role, tokens, turn_start, largest, raw in values
+        Row(message_id, role, tokens, turn_start, largest, raw=raw, created=created)
+        for message_id, role, tokens, turn_start, largest, raw, created in values
     ]
     rows.reverse()
     return rows, len(rows) < limit
@@ -95,12 +96,14 @@ def window_compute(*, session: Session, stored_start: int, limits: Limits) -> Wi
     # the window may hold.
     rows, complete = window_rows(session_id=session.pk, stored_start=stored_start, limit=limits.rows + 1)
     effective = window_effective_start(session_id=session.pk, stored_start=stored_start, rows=rows, complete=complete)
-    plan = plan_window(rows, effective_start_id=effective, limits=limits)
-    return window_from_plan(plan, rows, stored_start)
+    plan = plan_window(rows, effective_start_id=effective, limits=limits, shared=rendered_rows)
+    # With the stored start at 0, every row since it is every message of the chat.
+    return window_from_plan(plan, rows, stored_start, whole_chat=complete and stored_start == 0)
 
 
-def window_from_plan(plan: Plan, rows: list[Row], stored_start: int) -> Window:
-    """The Window of a plan over `rows` (pure; the stored start is reported, not written)."""
+def window_from_plan(plan: Plan, rows: list[Row], stored_start: int, *, whole_chat: bool = False) -> Window:
+    """The Window of a plan over `rows` (pure; the stored start is reported, not written). `whole_chat`:
+    the rows are every message of the chat."""
     start_id = rows[plan.start].id if plan.start is not None else None
     return Window(
         messages=plan.messages,
@@ -112,6 +115,7 @@ def window_from_plan(plan: Plan, rows: list[Row], stored_start: int) -> Window:
         stored_start_id=stored_start,
         moved=plan.moved,
         next_start_id=rows[plan.next_start].id if plan.next_start is not None else None,
+        recent=RecentMessages(rows, whole_chat),
     )
 
 

@@ -2,8 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
+
+from conversations.window.plan import Row
+
+
+@dataclass(frozen=True)
+class RecentMessages:
+    """The newest archived messages the window's query read (`rows`, oldest first); `whole_chat`: they
+    are every message of the chat. Others (the prompt cache's policy) read the chat's pace from them
+    instead of reading the same rows again."""
+
+    rows: Sequence[Row]
+    whole_chat: bool
+
+    def newest(self, count: int) -> list[tuple[datetime, bool]] | None:
+        """The chat's newest `count` messages as (created_at, is_turn_start), oldest first, all of them
+        when the chat has fewer; None when the rows read do not hold them."""
+        if len(self.rows) < count and not self.whole_chat:
+            return None
+        return [(row.created_at, row.is_turn_start) for row in self.rows[-count:]]
 
 
 @dataclass(frozen=True)
@@ -31,6 +52,8 @@ class Window:
     # The turn start a step due now would move to (None: none would do); the real step, due later,
     # moves at least that far as long as the archive only grows by messages no smaller than repairs.
     next_start_id: int | None
+    # The rows the window was planned from (None: a window not read from the archive).
+    recent: RecentMessages | None = None
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,12 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from agent.cache import CacheLifetimes, cache_lifetimes, long_pause_share
+from agent.cache import RECENT_MESSAGES, CacheLifetimes, cache_lifetimes, chat_pace, long_pause_share
 from agent.llm import usage_dict
 from agent.turn import turn_run
 from conversations.models import Message, ModelCall
 from conversations.services import message_append
+from conversations.window import window_preview
 
 pytestmark = pytest.mark.django_db
 
@@ -63,6 +64,31 @@ def test_only_the_last_20_turns_count(session, settings):
     chat_with_pauses(session, [timedelta(hours=2)] * 10 + [timedelta(seconds=30)] * 20)
 
     assert long_pause_share(session=session) == pytest.approx(1 / 22)
+
+
+@pytest.mark.parametrize("exchanges", [5, 40])  # the whole chat in the window; more than the pace reads
+def test_the_pace_taken_from_the_windows_rows_is_the_pace_the_query_reads(
+    session, exchanges, django_assert_num_queries
+):
+    chat_with_pauses(session, [timedelta(minutes=minutes % 13, seconds=minutes) for minutes in range(exchanges)])
+    message_append(session=session, role="user", content="the newest prompt")
+    window = window_preview(session=session)
+    assert window.recent.newest(RECENT_MESSAGES) is not None
+    with django_assert_num_queries(1):  # the previous call's time only
+        from_window = chat_pace(session=session, recent=window.recent)
+    assert from_window == chat_pace(session=session)
+    assert len(from_window.messages) == min(2 * exchanges + 1, RECENT_MESSAGES)
+    assert from_window.previous_call_at is not None
+
+
+def test_the_pace_is_read_when_the_windows_rows_do_not_hold_the_newest_messages(session, settings):
+    settings.BUDDY_WINDOW_ROWS = 10
+    chat_with_pauses(session, [timedelta(minutes=7)] * 2 + [timedelta(seconds=30)] * 20)
+    message_append(session=session, role="user", content="the newest prompt")
+    window = window_preview(session=session)
+    assert window.recent.newest(RECENT_MESSAGES) is None  # 11 rows read of 45
+    assert chat_pace(session=session, recent=window.recent) == chat_pace(session=session)
+    assert len(chat_pace(session=session, recent=window.recent).messages) == 45
 
 
 def test_a_new_chat_starts_at_1_hour(session, settings):
