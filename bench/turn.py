@@ -16,11 +16,15 @@ the load is far above what one person may send. Phases, on each backend:
 4. **Sweep**: 1, 10 and 50 users, each sending its next prompt when the last is answered, for
    `--seconds`, over HTTP and over the WebSocket; the model takes `--model-ms` per call. Meanwhile a
    user outside the load opens a socket (its chat's canvas holds cards) and waits for the whole replay,
-   and `GET /healthz` is timed, each every 0.25 s.
-5. On PostgreSQL + Redis, the 50-user sweep again with two server processes (users split evenly).
+   and `GET /healthz` is timed, each every 0.25 s. Each step also reports the cores busy over it: the
+   server processes', this process's (the load's clients and the fake model) and the whole machine's.
+5. On PostgreSQL + Redis, the largest sweep step again with two server processes (users split evenly).
 
     .venv/bin/python bench/turn.py [--backend sqlite|postgres|both] [--pairs 200] [--seconds 15]
-                                   [--model-ms 500] [--plot docs/bench-turn.png]
+                                   [--model-ms 500] [--users 1,10,50] [--plot docs/bench-turn.png]
+
+The server processes inherit this process's environment: e.g. `BUDDY_TURN_SLOTS=4 .venv/bin/python
+bench/turn.py ...` measures another number of turn slots.
 
 Results (Markdown and JSON) go to var/bench/turn/; docs/benchmarks.md holds the current table. Never part
 of the test suite.
@@ -465,16 +469,18 @@ def report(all_results: list[dict[str, Any]], command: str) -> str:
     lines += [
         "",
         "| backend | processes | transport | users | turns/s | another user's connect + replay p50 / p95 "
-        "| /healthz p50 / p95 | server CPU per turn | errors |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| /healthz p50 / p95 | server CPU per turn | cores busy: servers / bench / machine | errors |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in all_results:
         for row in result["sweep"]:
+            busy = row.get("cores_busy", {})
             lines.append(
                 f"| {result['backend']} | {row['processes']} | {row['mode']} | {row['users']} "
                 f"| **{row['turns_per_s']}** | {row['replay_ms'].get('p50')} / {row['replay_ms'].get('p95')} ms "
                 f"| {row['healthz_ms'].get('p50')} / {row['healthz_ms'].get('p95')} ms "
-                f"| {row.get('server_cpu_ms_per_turn')} ms | {row['error_count']} |"
+                f"| {row.get('server_cpu_ms_per_turn')} ms "
+                f"| {busy.get('servers')} / {busy.get('bench')} / {busy.get('machine')} | {row['error_count']} |"
             )
     return "\n".join(lines)
 
