@@ -9,7 +9,7 @@ from ninja import Query, Router
 
 from agent.stats import memory_stats
 from agent.submit import IDEMPOTENCY_KEY_HEADER, prompt_submit
-from agent.threads import on_turn_thread
+from agent.threads import on_turn_thread_wait
 from conversations.schemas import ChatIn, ErrorOut, PromptIn, PromptOut
 from conversations.selectors import session_require
 from memory.schemas import StatsOut
@@ -27,7 +27,7 @@ STATS_ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
     summary="Run one turn and return the reply",
     tags=["conversations"],
 )
-async def prompt(request: HttpRequest, payload: PromptIn):
+def prompt(request: HttpRequest, payload: PromptIn):
     """Archives the prompt, runs the model and its tools, and returns the final text. With an
     `Idempotency-Key` header, a repeat of the same key returns the first answer and runs nothing.
     The same key with another text, agent or chat is 422. A running turn in the same chat gives 409; a
@@ -36,8 +36,9 @@ async def prompt(request: HttpRequest, payload: PromptIn):
     CSRF token 403."""
     user = request.auth  # the user the session cookie or the bearer token authenticated
     key = request.headers.get(IDEMPOTENCY_KEY_HEADER) or None
-    # The turn waits on the model: on a turn thread (agent/threads.py), never the loop's default executor.
-    return await on_turn_thread(prompt_submit, user=user, text=payload.text, chat=payload.chat, idempotency_key=key)
+    # The turn waits on the model: on a turn thread (agent/threads.py), bounded, never the request's own
+    # thread, which every request has (buddy/handlers.py); this one only waits for it.
+    return on_turn_thread_wait(prompt_submit, user=user, text=payload.text, chat=payload.chat, idempotency_key=key)
 
 
 @router.get(

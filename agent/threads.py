@@ -2,10 +2,10 @@
 "Threads").
 
 A turn waits on the model for seconds. The loop's default executor is a handful of threads on a small
-machine, shared with every socket's replays and database calls and with Django's own work (the log
-line of a 4xx answer): a few slow model calls there would stall every other request and socket. HTTP
-and WebSocket turns run on this one bounded pool instead; when all BUDDY_TURN_THREADS are busy, a turn
-waits for one.
+machine, shared with every socket's replays and database calls: a few slow model calls there would
+stall every other socket. An HTTP request's own thread (buddy/handlers.py) is one per request, with no
+bound. HTTP and WebSocket turns run on this one bounded pool instead; when all BUDDY_TURN_THREADS are
+busy, a turn waits for one.
 
 Of those threads, at most BUDDY_TURN_SLOTS work at once; the rest wait on the model or for a slot. A
 turn's work between model calls is Python under the one interpreter lock: with dozens of turn threads
@@ -92,3 +92,10 @@ async def on_turn_thread(function: Callable[..., T], /, *args: Any, **kwargs: An
     group_sends_handed_off()
     run = sync_to_async(_closing, thread_sensitive=False, executor=turn_executor())
     return await run(function, *args, **kwargs)
+
+
+def on_turn_thread_wait(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """`function(*args, **kwargs)` run on a turn thread, waited for from a sync view on its request's
+    thread (buddy/handlers.py): no trip through the event loop. Its frames are handed to the loop as
+    on_turn_thread's are (buddy/asgi.py sets that up for every HTTP request)."""
+    return turn_executor().submit(_closing, function, *args, **kwargs).result()

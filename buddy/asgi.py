@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "buddy.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
+from buddy.handlers import OneThreadASGIHandler  # noqa: E402  (needs Django set up first)
+
+django_asgi_app = OneThreadASGIHandler()  # what django.core.asgi.get_asgi_application() makes, one thread a request
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -17,7 +20,7 @@ from django.db import connections  # noqa: E402  (needs Django set up first)
 from buddy.origins import SameOriginValidator  # noqa: E402
 from buddy.views import healthz_asgi  # noqa: E402
 from memory import semantic  # noqa: E402
-from realtime.push import sockets_served_here  # noqa: E402
+from realtime.push import group_sends_handed_off, sockets_served_here  # noqa: E402
 from web.routing import websocket_urlpatterns  # noqa: E402
 
 protocols = ProtocolTypeRouter(
@@ -31,9 +34,13 @@ protocols = ProtocolTypeRouter(
 
 async def application(scope, receive, send):
     """`/healthz` straight from the event loop (buddy.views.healthz_asgi); everything else as routed."""
-    if scope["type"] == "http" and scope["path"] == "/healthz":
-        await healthz_asgi(scope, receive, send)
-        return
+    if scope["type"] == "http":
+        if scope["path"] == "/healthz":
+            await healthz_asgi(scope, receive, send)
+            return
+        # A view waits for its turn on its request's thread (agent.threads.on_turn_thread_wait): the
+        # turn's frames still go through this loop without the turn thread waiting for them.
+        group_sends_handed_off()
     await protocols(scope, receive, send)
 
 

@@ -71,3 +71,55 @@ async def test_the_server_answers_healthz_before_django_whatever_the_host():
     response = await probe.get_response(timeout=10)
     assert response["status"] == 200
     assert json.loads(response["body"]) == {"status": "ok"}
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_bearer_prompt_crosses_from_the_loop_to_its_request_thread_once(model, user, monkeypatch):
+    """buddy/handlers.py: the middleware chain and the view run in one call on the request's thread (no
+    trip back to the loop in between), the turn on a turn thread, and its frames go through the loop
+    (realtime.push.group_sends_handed_off) although the view never touched it."""
+    import asyncio
+    import threading
+
+    from asgiref import sync
+    from channels.testing import HttpCommunicator
+
+    from agent import api as agent_api
+    from buddy.asgi import application
+    from conversations.tokens import api_token_create
+    from realtime import push
+
+    token = await sync.sync_to_async(api_token_create)(user=user)
+    monkeypatch.setattr(push, "_handoff", None)
+    trips = {"to a thread": 0, "to the loop": 0}
+    to_thread, to_loop = sync.SyncToAsync.__call__, sync.AsyncToSync.__call__
+
+    async def counted_to_thread(self, *args, **kwargs):
+        trips["to a thread"] += 1
+        return await to_thread(self, *args, **kwargs)
+
+    def counted_to_loop(self, *args, **kwargs):
+        trips["to the loop"] += 1
+        return to_loop(self, *args, **kwargs)
+
+    monkeypatch.setattr(sync.SyncToAsync, "__call__", counted_to_thread)
+    monkeypatch.setattr(sync.AsyncToSync, "__call__", counted_to_loop)
+    threads = {}
+    real_submit = agent_api.prompt_submit
+
+    def prompt_submit(**kwargs):
+        threads["turn"] = threading.current_thread().name
+        return real_submit(**kwargs)
+
+    monkeypatch.setattr(agent_api, "prompt_submit", prompt_submit)
+    body = json.dumps({"text": "hello", "chat_id": "one-trip"}).encode()
+    headers = [(b"authorization", f"Bearer {token}".encode()), (b"content-type", b"application/json"), (b"host", b"testserver")]
+    response = await HttpCommunicator(application, "POST", "/prompt", body=body, headers=headers).get_response(30)
+    assert response["status"] == 200, response["body"]
+    assert json.loads(response["body"])["chat_id"] == "one-trip"
+    assert dict(response["headers"])[b"X-Frame-Options"] == b"DENY"  # the middleware still ran
+    # request_started's receivers, then the middleware chain with the view (and maybe response.close).
+    assert trips["to the loop"] == 0
+    assert trips["to a thread"] <= 3
+    assert threads["turn"].startswith("buddy-turn")
+    assert push._handoff is not None and push._handoff.loop is asyncio.get_running_loop()

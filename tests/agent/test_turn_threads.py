@@ -69,7 +69,7 @@ def test_healthz_and_a_404_answer_while_every_turn_thread_waits_on_the_model(mod
             # Every turn thread is waiting on the model, and the other turns wait for a turn thread.
             with urllib.request.urlopen(f"{url}/healthz", timeout=WAIT) as response:
                 assert (response.status, json.load(response)) == (200, {"status": "ok"})
-            # A 4xx answer is logged on the loop's default executor: free, since no turn runs there.
+            # A 4xx answer (logged on its request's own thread) while every turn thread is taken.
             with pytest.raises(urllib.error.HTTPError) as missing:
                 urllib.request.urlopen(f"{url}/no-such-page", timeout=WAIT)
             assert missing.value.code == 404
