@@ -325,7 +325,7 @@ BUDDY_MAX_TOOL_CALLS = env_int("BUDDY_MAX_TOOL_CALLS", 50)
 # serves replays and other quick database work.
 BUDDY_TURN_THREADS = env_int("BUDDY_TURN_THREADS", 64)
 # Of those, how many work at once outside the model call (agent/threads.py); the others wait for a slot.
-BUDDY_TURN_SLOTS = env_int("BUDDY_TURN_SLOTS", 2)
+BUDDY_TURN_SLOTS = env_int("BUDDY_TURN_SLOTS", 1)
 if BUDDY_TURN_SLOTS < 1:
     raise ImproperlyConfigured(f"BUDDY_TURN_SLOTS must be at least 1, not {BUDDY_TURN_SLOTS}")
 # Hosts canvas media may load from over https; same-site paths always may (the page's CSP says so too).
