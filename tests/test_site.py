@@ -113,7 +113,11 @@ async def test_a_bearer_prompt_crosses_from_the_loop_to_its_request_thread_once(
 
     monkeypatch.setattr(agent_api, "prompt_submit", prompt_submit)
     body = json.dumps({"text": "hello", "chat_id": "one-trip"}).encode()
-    headers = [(b"authorization", f"Bearer {token}".encode()), (b"content-type", b"application/json"), (b"host", b"testserver")]
+    headers = [
+        (b"authorization", f"Bearer {token}".encode()),
+        (b"content-type", b"application/json"),
+        (b"host", b"testserver"),
+    ]
     response = await HttpCommunicator(application, "POST", "/prompt", body=body, headers=headers).get_response(30)
     assert response["status"] == 200, response["body"]
     assert json.loads(response["body"])["chat_id"] == "one-trip"
