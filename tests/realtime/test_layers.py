@@ -57,6 +57,11 @@ async def _received(layer: RedisChannelLayer, channel: str, count: int) -> list[
     return [await asyncio.wait_for(layer.receive(channel), timeout=10) for _ in range(count)]
 
 
+async def _nothing_arrives(layer: RedisChannelLayer, channel: str, timeout: float = 0.5) -> None:
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(layer.receive(channel), timeout=timeout)
+
+
 @pytest.mark.redis
 async def test_every_socket_of_every_process_receives_a_groups_messages_in_order(redis_layers):
     first, second = redis_layers(), redis_layers()
@@ -117,15 +122,13 @@ async def test_a_send_reaches_the_members_of_the_moment_whoever_joined_or_left_s
     await first.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 2}})
     assert await _received(first, staying, 1) == [{"type": "frame", "frame": {"version": 2}}]
     assert await _received(second, joining, 1) == [{"type": "frame", "frame": {"version": 2}}]
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(first.receive(leaving), timeout=0.5)
+    await _nothing_arrives(first, leaving)
     # Everyone left: the next send reaches nobody.
     await second.group_discard("chat.1.1.abc", staying)
     await second.group_discard("chat.1.1.abc", joining)
     await first.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 3}})
     for layer, channel in [(first, staying), (second, joining)]:
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(layer.receive(channel), timeout=0.3)
+        await _nothing_arrives(layer, channel, timeout=0.3)
 
 
 @pytest.mark.redis
@@ -136,15 +139,13 @@ async def test_a_full_channel_drops_what_comes_past_its_capacity_and_expired_mem
     for version in range(3):
         await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": version}})
     assert [m["frame"]["version"] for m in await _received(layer, channel, 2)] == [0, 1]
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+    await _nothing_arrives(layer, channel)
 
     # A membership older than group_expiry is dropped by the next send, which reaches nobody.
     layer.group_expiry = -10
     await layer.group_send("chat.1.1.abc", {"type": "frame", "frame": {"version": 3}})
     assert await layer.connection(0).zcard(layer._group_key("chat.1.1.abc")) == 0
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(layer.receive(channel), timeout=0.5)
+    await _nothing_arrives(layer, channel)
 
 
 @pytest.mark.redis
