@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -29,6 +29,7 @@ from agent.llm import ModelError, ModelReply, model_client
 from agent.prompt import model_for, request_build
 from agent.threads import turn_slot_lent
 from agent.tools import tool_round_run
+from conversations.connections import connection_lend_back
 from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
 from conversations.errors import DomainError, InvalidInput
 from conversations.leases import LeaseHeartbeat, lease_release, lease_renew, lease_take_returning
@@ -224,7 +225,7 @@ class _Stopper:
                 self._checked = now
                 if not turn_lease_renew(session=self.session, lease_id=self.lease_id):
                     self.stopped = True
-                _connection_lend_back()  # polled while the model streams
+                connection_lend_back()  # polled while the model streams
         return self.stopped
 
 
@@ -375,7 +376,7 @@ def _turn_steps(
             recent=window.recent,
         )
         last_call = _LastCall(window=window, summary=summary)
-        _connection_lend_back()
+        connection_lend_back()
         started = time.monotonic()
         try:
             with turn_slot_lent():  # another turn works while this one waits on the model
@@ -438,13 +439,6 @@ def _turn_steps(
         used_tools=tool_rounds > 0 or not fresh,
         last_call=last_call,
     )
-
-
-def _connection_lend_back() -> None:
-    """With psycopg's pool (BUDDY_DB_POOL), a turn gives its connection back while it waits on the
-    model: a pool smaller than the turn threads serves them all (the next query borrows one again)."""
-    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
-        connection.close()
 
 
 def _archivable(reply: ModelReply) -> list[dict]:

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-from django.db import connection
 from django.http import HttpRequest
 from ninja.security import HttpBearer, SessionAuth
 
+from conversations.connections import connection_lend_back
 from conversations.tokens import api_token_user
 
 # Why the credentials a request carried were refused, for its 401 (set on the request).
 CREDENTIALS_PROBLEM = "buddy_credentials_problem"
-
-
-def _connection_lend_back() -> None:
-    """With psycopg's pool (BUDDY_DB_POOL), the request's thread gives back the connection its
-    authentication borrowed: the request may now wait seconds for its turn, which needs one too."""
-    if getattr(connection, "pool", None) is not None and not connection.in_atomic_block:
-        connection.close()
 
 
 class BearerTokenAuth(HttpBearer):
@@ -33,7 +26,7 @@ class BearerTokenAuth(HttpBearer):
 
     def authenticate(self, request: HttpRequest, token: str):
         user = api_token_user(token=token)
-        _connection_lend_back()
+        connection_lend_back()  # the request may now wait seconds for its turn
         if user is None:
             setattr(request, CREDENTIALS_PROBLEM, "The bearer token is invalid or has been revoked.")
             return None
@@ -47,7 +40,7 @@ class SessionCookieAuth(SessionAuth):
 
     def __call__(self, request: HttpRequest):
         authenticated = request.user.is_authenticated
-        _connection_lend_back()
+        connection_lend_back()
         if not authenticated:
             return None
         return super().__call__(request)
