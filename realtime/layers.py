@@ -3,7 +3,10 @@ and channels-redis' for several processes (REDIS_URL) — each with fewer steps 
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from channels.layers import InMemoryChannelLayer as StockInMemoryChannelLayer
@@ -86,15 +89,23 @@ class RedisChannelLayer(StockRedisChannelLayer):
       may live on another host than its group: the stock group_send then.
     - receive pops with one BZPOPMIN. The stock layer also copies each popped message into an
       `$inflight` sorted set, removes it from there once returned, and moves whatever is left there back
-      before each pop: four trips per message. That copy is made only after the pop has returned, so a
-      receive cancelled while it waits on the pop loses the message either way (channels_redis#366);
-      it guards nothing but the trip that makes it.
+      before each pop: four trips per message. That copy is made only after the pop has returned, so it
+      guards nothing but the trip that makes it.
+
+    All the sockets of a process share one Redis key. In the stock layer, whichever socket's receive
+    comes first pops for all of them; when that socket closes, its receive is cancelled, and a message
+    Redis had already handed over — to any socket of the process — is lost (channels_redis#366). Here
+    the pops are made by a task of the layer's own (the pump), which no socket's cancellation reaches:
+    a receive only waits on its channel's buffer.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._scripts: dict[str, Any] = {}
         self._members: dict[str, list[str]] = {}  # group → its members at this process's last send
+        self._pump: asyncio.Task | None = None
+        self._waiting: Counter[str] = Counter()  # channel → receives waiting on it
+        self._unread_since: dict[str, float] = {}  # channel with buffered messages and no receive → since
 
     def _script(self, connection: Any, text: str) -> Any:
         """The script registered once (its digest computed once); run on any of the layer's connections."""
@@ -143,21 +154,99 @@ class RedisChannelLayer(StockRedisChannelLayer):
             self._members.clear()
         self._members[group] = members
 
+    async def receive(self, channel: str) -> dict[str, Any]:
+        if "!" not in channel:
+            return (await self.receive_single(channel))[1]
+        assert self.require_valid_channel_name(channel), "Channel name not valid"
+        real_channel = self.non_local_name(channel)
+        assert real_channel.endswith(self.client_prefix + "!"), "Wrong client prefix"
+        buffer = self.receive_buffer[channel]
+        self._unread_since.pop(channel, None)
+        if buffer.empty():
+            self._pump_start(real_channel)
+        self._waiting[channel] += 1
+        try:
+            message = await buffer.get()  # a cancelled get takes nothing off the buffer
+        finally:
+            self._waiting[channel] -= 1
+            if not self._waiting[channel]:
+                del self._waiting[channel]
+                if buffer.empty():
+                    if self.receive_buffer.get(channel) is buffer:
+                        del self.receive_buffer[channel]
+                else:
+                    self._unread_since[channel] = time.monotonic()
+        if isinstance(message, _PumpFailed):
+            raise message.error
+        return message
+
+    def _pump_start(self, real_channel: str) -> None:
+        loop = asyncio.get_running_loop()
+        pump = self._pump
+        if pump is not None and not pump.done():
+            if pump.get_loop() is loop:
+                return
+            if pump.get_loop().is_running():
+                raise RuntimeError("Two event loops are trying to receive() on one channel layer at once!")
+        self._pump = loop.create_task(self._pump_run(real_channel), name="channel-layer-pump")
+
+    async def _pump_run(self, real_channel: str) -> None:
+        """Pop the process's messages into their channels' buffers while a receive waits for one."""
+        try:
+            while True:
+                popped = await self._pop(real_channel)
+                if popped is not None:
+                    channels, message = popped
+                    for channel in channels if isinstance(channels, list) else [channels]:
+                        self.receive_buffer[channel].put_nowait(message)
+                        if channel not in self._waiting:
+                            self._unread_since.setdefault(channel, time.monotonic())
+                self._unread_drop()
+                if not any(count > self.receive_buffer[c].qsize() for c, count in self._waiting.items()):
+                    return  # every waiting receive has its message; the next receive starts a pump again
+        except Exception as error:
+            for channel in self._waiting:
+                self.receive_buffer[channel].put_nowait(_PumpFailed(error))
+            raise
+        finally:
+            if self._pump is asyncio.current_task():
+                self._pump = None
+
+    def _unread_drop(self) -> None:
+        """Drop the buffers of channels nobody received from for the layer's expiry (a closed socket's), as
+        Redis drops the messages of a channel nobody reads."""
+        oldest = time.monotonic() - self.expiry
+        for channel in [c for c, since in self._unread_since.items() if since < oldest]:
+            del self._unread_since[channel]
+            self.receive_buffer.pop(channel, None)
+
     async def receive_single(self, channel: str) -> tuple[str, dict[str, Any]]:
         """Pop one message off `channel` (the process's channel, for a specific one), waiting for it."""
+        popped = None
+        while popped is None:
+            popped = await self._pop(channel)
+        return popped
+
+    async def _pop(self, channel: str) -> tuple[str | list[str], dict[str, Any]] | None:
+        """One message off `channel`, or None when none came within `brpop_timeout`."""
         assert self.require_valid_channel_name(channel, receive=True), "Channel name invalid"
         if "!" in channel:
             assert channel.endswith("!")
             index = self.consistent_hash(channel)
         else:
             index = next(self._receive_index_generator)
-        connection = self.connection(index)
-        channel_key = self.prefix + channel
-        popped = None
-        while popped is None:
-            popped = await connection.bzpopmin(channel_key, timeout=self.brpop_timeout)
+        popped = await self.connection(index).bzpopmin(self.prefix + channel, timeout=self.brpop_timeout)
+        if popped is None:
+            return None
         message = self.deserialize(popped[1])
-        # A message sent to specific channels names them; the caller hands it to each one's buffer.
+        # A message sent to specific channels names them; the pump hands it to each one's buffer.
         if "__asgi_channel__" in message:
             channel = message.pop("__asgi_channel__")
         return channel, message
+
+
+@dataclass
+class _PumpFailed:
+    """Put in a waiting receive's buffer when the pump failed: that receive raises `error`."""
+
+    error: Exception

@@ -193,3 +193,59 @@ async def test_processes_on_channels_redis_own_layer_and_on_this_one_reach_each_
         assert await _received(stock, stock_channel, 2) == expected
     finally:
         await stock.close_pools()
+
+
+@pytest.mark.redis
+async def test_a_socket_that_closes_never_takes_another_sockets_message_with_it(redis_layers):
+    """All sockets of a process share one Redis key. A socket closing (its receive cancelled) just after
+    Redis handed over a message for another socket of the process must not lose that message
+    (channels_redis#366: with the stock layer, the closing socket's receive is the one popping)."""
+    layer = redis_layers()
+    staying = await layer.new_channel()
+    for version in range(20):
+        closing = await layer.new_channel()
+        closing_receive = asyncio.ensure_future(layer.receive(closing))
+        await asyncio.sleep(0.05)  # its receive is the first of the process: it is the one waiting on Redis
+        staying_receive = asyncio.ensure_future(layer.receive(staying))
+        await layer.send(staying, {"type": "frame", "frame": {"version": version}})  # Redis hands it over
+        closing_receive.cancel()
+        assert await asyncio.wait_for(staying_receive, timeout=10) == {"type": "frame", "frame": {"version": version}}
+        with pytest.raises(asyncio.CancelledError):
+            await closing_receive
+    assert set(layer.receive_buffer) == set()
+
+
+@pytest.mark.redis
+async def test_a_waiting_receive_hears_of_a_failed_pop_and_the_next_one_pops_again(redis_layers, monkeypatch):
+    layer = redis_layers()
+    channel = await layer.new_channel()
+    pop = RedisChannelLayer._pop
+
+    async def failing(self, channel):
+        raise ConnectionError("Redis went away")
+
+    monkeypatch.setattr(RedisChannelLayer, "_pop", failing)
+    with pytest.raises(ConnectionError, match="went away"):
+        await asyncio.wait_for(layer.receive(channel), timeout=10)
+    monkeypatch.setattr(RedisChannelLayer, "_pop", pop)
+    await layer.send(channel, {"type": "user.logout"})
+    assert await _received(layer, channel, 1) == [{"type": "user.logout"}]
+
+
+@pytest.mark.redis
+async def test_messages_for_a_closed_socket_are_dropped_after_the_layers_expiry(redis_layers):
+    layer = redis_layers()
+    gone, staying = await layer.new_channel(), await layer.new_channel()
+    gone_receive = asyncio.ensure_future(layer.receive(gone))
+    await asyncio.sleep(0.05)
+    gone_receive.cancel()
+    staying_receive = asyncio.ensure_future(layer.receive(staying))
+    await layer.send(gone, {"type": "frame", "frame": {"version": 1}})
+    await layer.send(staying, {"type": "frame", "frame": {"version": 1}})
+    await asyncio.wait_for(staying_receive, timeout=10)
+    assert layer.receive_buffer[gone].qsize() == 1  # kept a while: the socket may only be between receives
+    layer.expiry = 0
+    staying_receive = asyncio.ensure_future(layer.receive(staying))
+    await layer.send(staying, {"type": "frame", "frame": {"version": 2}})
+    await asyncio.wait_for(staying_receive, timeout=10)
+    assert gone not in layer.receive_buffer
