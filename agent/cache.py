@@ -38,6 +38,7 @@ from django.db.models import Subquery
 from django.utils import timezone
 
 from conversations.models import INPUT_PRICE, Message, ModelCall, Session
+from conversations.prepared import PreparedQuery
 from conversations.window import RecentMessages
 
 FIVE_MINUTES = "5m"
@@ -103,18 +104,29 @@ class ChatPace:
     previous_call_at: datetime | None
 
 
+def _previous_call(session_id: int):
+    return (
+        ModelCall.objects.filter(session_id=session_id, kind=ModelCall.Kind.CHAT)
+        .order_by("-created_at")
+        .values("created_at")[:1]
+    )
+
+
+# The previous call's time, read on every model call whose window holds the chat's newest messages.
+_PREVIOUS_CALL_AT = PreparedQuery(
+    lambda session_id: _previous_call(session_id).values_list("created_at", flat=True), session_id=int
+)
+
+
 def chat_pace(*, session: Session, recent: RecentMessages | None = None) -> ChatPace:
     """The chat's pace in one query. When the rows a window was just read from (`recent`) hold the
     newest messages, they are taken and only the previous call's time is read; otherwise that time
     rides along each message row read here."""
-    previous_call = (
-        ModelCall.objects.filter(session=session, kind=ModelCall.Kind.CHAT)
-        .order_by("-created_at")
-        .values("created_at")[:1]
-    )
     newest = recent.newest(RECENT_MESSAGES) if recent is not None else None
     if newest is not None:
-        return ChatPace(messages=newest, previous_call_at=previous_call.values_list("created_at", flat=True).first())
+        found = _PREVIOUS_CALL_AT.rows(session_id=session.pk)
+        return ChatPace(messages=newest, previous_call_at=found[0] if found else None)
+    previous_call = _previous_call(session.pk)
     rows = list(
         Message.objects.filter(session=session)
         .order_by("-id")

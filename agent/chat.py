@@ -19,6 +19,7 @@ from canvas.elements import CanvasCommandError
 from canvas.services import canvas_lock
 from conversations.content import confirmation_answer_text
 from conversations.models import Agent
+from conversations.prepared import PreparedQuery
 from conversations.refs import ChatRef
 from conversations.selectors import agent_get, session_find
 from memory.notes.proposals import note_proposal_answer
@@ -32,13 +33,19 @@ class LoginNoLongerValid(TurnError):
         super().__init__("This login is no longer valid (logged out, password changed or user deactivated).")
 
 
+_ACTIVE_USER = PreparedQuery(
+    lambda pk: get_user_model()._default_manager.filter(pk=pk, is_active=True).order_by("pk")[:1], pk=int
+)
+
+
 def _login_still_valid(user: AbstractBaseUser, django_session: Any) -> bool:
     """The socket's login as a request would check it now: the user is active and the session's
     password hash is still the user's. The close a password change or deactivation sends is best
     effort; this check is not."""
-    current = get_user_model()._default_manager.filter(pk=user.pk, is_active=True).first()
-    if current is None:
+    found = _ACTIVE_USER.rows(pk=user.pk)
+    if not found:
         return False
+    current = found[0]
     session_hash = django_session.get(HASH_SESSION_KEY) if django_session is not None else None
     return not session_hash or constant_time_compare(session_hash, current.get_session_auth_hash())
 

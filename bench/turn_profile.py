@@ -7,7 +7,7 @@ loop, the turn's thread, Django's request threads) is profiled on its own CPU cl
 functions by cumulative CPU are printed, as milliseconds per turn; the profiler itself slows Python
 code several times over, so read the shares, not the milliseconds.
 
-    .venv/bin/python bench/turn_profile.py [--transport ws|http] [--turns 200] [--postgres] [--profile]
+    .venv/bin/python bench/turn_profile.py [--transport ws|http] [--turns 200] [--postgres] [--profile [--top 40]]
 
 SQLite (var/bench/turn_profile.sqlite3, the in-memory channel layer) by default; `--postgres`: the
 database `buddy_bench_turn_profile` (psycopg's pool) with Redis. Never part of the test suite.
@@ -154,6 +154,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--postgres", action="store_true", help="PostgreSQL and Redis instead of SQLite")
     parser.add_argument("--profile", action="store_true", help="print the top functions by cumulative CPU")
+    parser.add_argument("--top", type=int, default=40, help="how many functions --profile prints")
     args = parser.parse_args()
 
     fake = subprocess.Popen([sys.executable, "-c", FAKE.format(root=str(ROOT))], stdout=subprocess.PIPE, text=True)
@@ -183,7 +184,7 @@ def main() -> None:
         backend = "PostgreSQL + Redis" if args.postgres else "SQLite"
         print(f"{backend}, {args.transport}: {1000 * cpu / args.turns:.1f} ms of CPU per turn over {args.turns} turns")
         if profiles is not None:
-            print_top(profiles.stats(), args.turns)
+            print_top(profiles.stats(), args.turns, args.top)
     finally:
         fake.kill()
         fake.wait()

@@ -8,15 +8,20 @@ from typing import Any
 from canvas.elements import ELEMENT_TYPES, CanvasChange, Element, element_params
 from canvas.models import CanvasState
 from conversations.models import Session
+from conversations.prepared import PreparedQuery
 
 SNAPSHOT_HEADING = "What's currently on the canvas:"
 SNAPSHOT_CONTENT_CHARS = 150
 
 
+_STORED = PreparedQuery(lambda session_id: CanvasState.objects.filter(session_id=session_id)[:1], session_id=int)
+
+
 def _stored(session: Session | None) -> CanvasState | None:
     if session is None or session.pk is None:
         return None
-    return CanvasState.objects.filter(session_id=session.pk).first()
+    found = _STORED.rows(session_id=session.pk)
+    return found[0] if found else None
 
 
 def canvas_state(*, session: Session | None) -> dict[str, Any]:

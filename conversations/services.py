@@ -21,6 +21,7 @@ from conversations.content import (
 )
 from conversations.errors import InvalidInput, NotFound
 from conversations.models import Agent, Message, ModelCall, Session
+from conversations.prepared import PreparedQuery
 from conversations.refs import DEFAULT_AGENT, ChatRef
 from conversations.selectors import agent_get
 
@@ -59,14 +60,27 @@ class UnknownAgent(NotFound):
         self.slug = slug
 
 
+# The session of a chat with its agent, by what names the chat: every prompt's first read.
+_SESSION_OF_CHAT = PreparedQuery(
+    lambda user_id, slug, chat_id: (
+        Session.objects.filter(user_id=user_id, agent__slug=slug, chat_id=chat_id)
+        .select_related("agent")
+        .order_by("pk")[:1]
+    ),
+    user_id=int,
+    slug=str,
+    chat_id=str,
+)
+
+
 def session_get_or_create(*, user: AbstractBaseUser, agent_slug: str | None, chat_id: str | None) -> Session:
     """The user's session of the chat `ChatRef.of(agent=agent_slug, chat_id=chat_id)` names, created on
     first use. Raises InvalidChatId / InvalidAgent (conversations.refs) or UnknownAgent."""
     chat = ChatRef.of(agent=agent_slug, chat_id=chat_id)
     # The common case, a chat that exists, in one query; the session carries its agent and the caller's user.
-    found = Session.objects.filter(user=user, agent__slug=chat.agent, chat_id=chat.chat_id).select_related("agent")
-    session = found.first()
-    if session is not None:
+    found = _SESSION_OF_CHAT.rows(user_id=user.pk, slug=chat.agent, chat_id=chat.chat_id)
+    if found:
+        session = found[0]
         session.user = user
         return session
     agent = agent_get(slug=chat.agent)

@@ -10,6 +10,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from conversations.models import Message, Session
+from conversations.prepared import PreparedQuery
 from conversations.window.plan import Limits, Plan, Row, effective_start_id, plan_window
 from conversations.window.rendered import rendered_rows
 from conversations.window.types import RecentMessages, Window, WindowStep
@@ -56,9 +57,28 @@ def window_rows_query(*, session_id: int, stored_start: int, limit: int):
     )
 
 
+# window_rows_query prepared (conversations.prepared), one per row limit: the limit is in the SQL.
+_WINDOW_ROWS: dict[int, PreparedQuery] = {}
+
+
+def _window_rows_prepared(limit: int) -> PreparedQuery:
+    prepared = _WINDOW_ROWS.get(limit)
+    if prepared is None:
+        if len(_WINDOW_ROWS) >= 16:  # the limit comes from settings: a handful of values at most
+            _WINDOW_ROWS.clear()
+        prepared = _WINDOW_ROWS[limit] = PreparedQuery(
+            lambda session_id, stored_start: window_rows_query(
+                session_id=session_id, stored_start=stored_start, limit=limit
+            ),
+            session_id=int,
+            stored_start=int,
+        )
+    return prepared
+
+
 def window_rows(*, session_id: int, stored_start: int, limit: int) -> tuple[list[Row], bool]:
     """`window_rows_query` as Rows, oldest first, and whether they are all rows since the stored start."""
-    values = window_rows_query(session_id=session_id, stored_start=stored_start, limit=limit)
+    values = _window_rows_prepared(limit).rows(session_id=session_id, stored_start=stored_start)
     rows = [
         Row(message_id, role, tokens, turn_start, largest, raw=raw, created=created)
         for message_id, role, tokens, turn_start, largest, raw, created in values

@@ -12,6 +12,7 @@ from django.db.models import Max, OuterRef, Q, QuerySet, Subquery
 
 from conversations.content import estimate_tokens
 from conversations.models import Message, Session
+from conversations.prepared import PreparedQuery
 from conversations.selectors import turn_prompt_subquery
 from memory.models import Note, NoteScope, NoteVersion
 from memory.notes.paths import DELETED_NOTES_KEPT, PROFILE_DIR, ROOT
@@ -24,20 +25,28 @@ def notes_both(*, user: AbstractBaseUser, session: Session | None) -> dict[str, 
     """{"chat": the session's notes, "profile": the user's}, each by path, with where each came from
     (one query for both)."""
     rows = (
-        _both_scopes(user, session)
+        _both_scopes(user.pk, session.pk if session is not None else None)
         .select_related("source_message__session__agent")
         .annotate(source_prompt_id=turn_prompt_subquery("source_message"))
     )
     return _by_scope(rows)
 
 
-def _both_scopes(user: AbstractBaseUser, session: Session | None) -> QuerySet[Note]:
+def _both_scopes(user_id: int, session_id: int | None) -> QuerySet[Note]:
     """The notes of both scopes, by path: the scopes as notes_of (memory.notes.services) draws them, in
     one WHERE."""
-    both = Q(user=user, scope=NoteScope.PROFILE)
-    if session is not None:
-        both |= Q(session=session, scope=NoteScope.CHAT)
+    both = Q(user_id=user_id, scope=NoteScope.PROFILE)
+    if session_id is not None:
+        both |= Q(session_id=session_id, scope=NoteScope.CHAT)
     return Note.objects.filter(both).order_by("path")
+
+
+# What the context block shows of the notes, read on every model call.
+_CONTEXT_NOTES = PreparedQuery(
+    lambda user_id, session_id: _both_scopes(user_id, session_id).only("scope", "path", "content"),
+    user_id=int,
+    session_id=int,
+)
 
 
 def _by_scope(rows: Iterable[Note]) -> dict[str, list[Note]]:
@@ -133,7 +142,7 @@ def notes_context_text(*, session: Session) -> str:
     in order, those that fit shown whole instead. Notes that do not fit at all are left out, and a last
     line says how many and how to view them. Empty when there are none (or the budget holds nothing)."""
     # Path and text only: a turn builds this block on every model call.
-    notes = _by_scope(_both_scopes(session.user, session).only("scope", "path", "content"))
+    notes = _by_scope(_CONTEXT_NOTES.rows(user_id=session.user_id, session_id=session.pk))
     every = notes[NoteScope.CHAT] + notes[NoteScope.PROFILE]
     if not every:
         return ""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from conversations.content import readable_text
 from conversations.models import Message
+from conversations.prepared import PreparedQuery
 from memory.models import SearchDocument
 from textsearch.text import index_terms, join_terms, search_context
 
@@ -23,13 +24,24 @@ class _Neighbour:
 NEIGHBOUR_ROWS = 4
 
 
+def _newest_before(session_id: int, message_id: int):
+    fields = ("id", "is_turn_start", "search_document__terms")
+    return Message.objects.filter(session_id=session_id, id__lt=message_id).order_by("-id").values_list(*fields)
+
+
+# The newest rows before a message, read for each batch a turn indexes.
+_NEWEST_BEFORE = PreparedQuery(
+    lambda session_id, message_id: _newest_before(session_id, message_id)[:NEIGHBOUR_ROWS],
+    session_id=int,
+    message_id=int,
+)
+
+
 def _neighbours_before(session_id: int, message_id: int) -> tuple[_Neighbour | None, _Neighbour | None]:
     """The session's newest message before `message_id` and its newest turn start up to there (the
     same message when that is a turn start), with their stored terms: the newest few rows on the
     (session, id) index, and a lookup on the turn-start index only when no turn start is among them."""
-    fields = ("id", "is_turn_start", "search_document__terms")
-    messages = Message.objects.filter(session_id=session_id, id__lt=message_id).order_by("-id").values_list(*fields)
-    newest = list(messages[:NEIGHBOUR_ROWS])
+    newest = _NEWEST_BEFORE.rows(session_id=session_id, message_id=message_id)
     if not newest:
         return None, None
     unindexed = [row[0] for row in newest if row[2] is None]
@@ -37,13 +49,13 @@ def _neighbours_before(session_id: int, message_id: int) -> tuple[_Neighbour | N
         # Archived to be indexed with the next message (conversations.services.message_append,
         # `index_later`) by a process that died first: indexed now, then read again.
         documents_write(list(Message.objects.filter(pk__in=unindexed).order_by("id")))
-        newest = list(messages[:NEIGHBOUR_ROWS])
+        newest = _NEWEST_BEFORE.rows(session_id=session_id, message_id=message_id)
     previous = _Neighbour(newest[0][0], newest[0][2] or "")
     if newest[0][1]:
         return previous, previous
     start = next((row for row in newest if row[1]), None)
     if start is None and len(newest) == NEIGHBOUR_ROWS:
-        start = messages.filter(is_turn_start=True).first()
+        start = _newest_before(session_id, message_id).filter(is_turn_start=True).first()
     return previous, _Neighbour(start[0], start[2] or "") if start else None
 
 
