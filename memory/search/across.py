@@ -308,10 +308,12 @@ def _dated_chat_weights(
             " ON t.session_id = s.id AND t.term = w.term WHERE t.user_id = %s AND t.df > 0)"
         )
         params += [*_weights_params(weights), user_id]
+    # A chat's first message in a span, not EXISTS: under OR, PostgreSQL answers an EXISTS from a hash of
+    # every message in the span read off the whole (session, created_at) index, every user's.
     in_span = " OR ".join(
         [
-            "EXISTS (SELECT 1 FROM conversations_message AS m"
-            " WHERE m.session_id = s.id AND m.created_at >= %s AND m.created_at < %s)"
+            "(SELECT 1 FROM conversations_message AS m"
+            " WHERE m.session_id = s.id AND m.created_at >= %s AND m.created_at < %s LIMIT 1) IS NOT NULL"
         ]
         * len(spans)
     )
