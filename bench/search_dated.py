@@ -34,6 +34,7 @@ from django.db import connection, transaction  # noqa: E402
 from django.test import override_settings  # noqa: E402
 
 from bench import search as data_set  # noqa: E402  (sets up Django on the database above)
+from conversations.models import Agent, Message, Session  # noqa: E402
 from memory.search import across  # noqa: E402
 from memory.search import postgres as pg_backend  # noqa: E402
 from memory.search import sqlite as sqlite_backend  # noqa: E402
@@ -52,8 +53,6 @@ def chat_day(number: int) -> datetime:
 
 
 def built() -> bool:
-    from conversations.models import Message
-
     try:
         return Message.objects.filter(session_id=CHATS).exists()
     except Exception:
@@ -61,13 +60,10 @@ def built() -> bool:
 
 
 def build() -> None:
-    from conversations.models import Agent, Message, Session
-
     started = time.perf_counter()
     user, _ = get_user_model().objects.get_or_create(username=USERNAME)
     agent = Agent.objects.get(slug="buddy")
-    Message.objects.all().delete()
-    Session.objects.all().delete()
+    Session.objects.filter(user=user).delete()  # a rebuild; the ids below are taken in any other database
     with transaction.atomic():
         Session.objects.bulk_create(
             [Session(id=number, user=user, agent=agent, chat_id=f"dated-{number}") for number in range(1, CHATS + 1)]
