@@ -10,6 +10,9 @@ chats the same ranking runs in each chat worth searching, and the results meet o
 2. Each chat gets the summed weight of the terms it holds, plus DATE_CHAT_BONUS when it has a message
    on a day the question names: added up in the database from the term rows of the user's chats
    (memory_search_term by user_id, memory 0017), without visiting a chat that holds none of them.
+   The chats of the days named are found in one query too (an index probe a chat and day), and only
+   the best CHATS_SEARCHED by weight and the best CHATS_SEARCHED of those dated cross into Python:
+   no other chat can be among the best once the dated ones gain their bonus (chats_chosen).
    The best CHATS_SEARCHED chats with a positive score are searched; a question none of whose words
    any chat holds (and that names no day one has) searches the chats with the newest messages, where
    meaning alone may still find it.
@@ -198,7 +201,8 @@ def _speakers(session_id: int) -> set[str]:
 
 @dataclass(frozen=True)
 class Choice:
-    """The chats a search ranks in full (best first), and each scored chat's summed term weight."""
+    """The chats a search ranks in full (best first), and each one's summed term weight (with the bonus
+    of a day the question names)."""
 
     chats: list[_Chat]
     scores: dict[int, float]
@@ -211,17 +215,21 @@ def chats_chosen(
     the days of `spans`, from the user's term rows (memory_search_term by user, memory 0017): the
     user's document frequency of each term gives its weight, then each chat's summed weight of the
     terms it holds is added up in the database. Two range reads of the (user, term) index a term,
-    however many chats the user has; only the best chats' rows cross into Python."""
+    however many chats the user has; only the best chats' rows cross into Python.
+
+    With `spans`, the chosen chats are among the best CHATS_SEARCHED by summed weight and the best
+    CHATS_SEARCHED of the dated chats (a message in a span) by the same order, whatever the number of
+    chats: a chat outside both has CHATS_SEARCHED chats above it that stay above it once the dated
+    chats gain DATE_CHAT_BONUS (when it has no bonus, the best by weight, which lose nothing; when it
+    has it, the best dated chats, which have it too)."""
     frequencies, messages = _user_statistics(user_id, terms)
     weights = {term: idf(df, messages) ** 2 for term, df in frequencies.items()}
-    scores, last_ids = _chat_weights(user_id, agent_id, weights, everything=bool(spans))
+    scores, last_ids = _chat_weights(user_id, agent_id, weights)
     if spans:
-        dated = _chats_with_days(_user_chat_ids(user_id, agent_id), spans)
         bonus = DATE_CHAT_BONUS * max([1.0, *weights.values()])
-        for chat in _chats(user_id, agent_id, dated - set(scores)).values():
-            scores[chat.session_id], last_ids[chat.session_id] = 0.0, chat.last_id
-        for session_id in dated & set(scores):
-            scores[session_id] += bonus
+        dated, dated_last_ids = _dated_chat_weights(user_id, agent_id, weights, spans)
+        for session_id, score in dated.items():
+            scores[session_id], last_ids[session_id] = score + bonus, dated_last_ids[session_id]
     ranked = sorted(
         (session_id for session_id, score in scores.items() if score > 0 and math.isfinite(score)),
         key=lambda session_id: (-scores[session_id], -last_ids[session_id]),
@@ -230,7 +238,10 @@ def chats_chosen(
         chosen = _newest_chats(user_id, agent_id)
         return Choice(chosen, {chat.session_id: 0.0 for chat in chosen})
     chats = _chats(user_id, agent_id, set(ranked))
-    return Choice([chats[session_id] for session_id in ranked if session_id in chats], scores)
+    return Choice(
+        [chats[session_id] for session_id in ranked if session_id in chats],
+        {session_id: scores[session_id] for session_id in ranked},
+    )
 
 
 def _user_statistics(user_id: int, terms: list[str]) -> tuple[dict[str, int], int]:
@@ -259,31 +270,78 @@ _SCORE_DIGITS = 9
 
 
 def _chat_weights(
-    user_id: int, agent_id: int | None, weights: dict[str, float], *, everything: bool
+    user_id: int, agent_id: int | None, weights: dict[str, float]
 ) -> tuple[dict[int, float], dict[int, int]]:
-    """The user's chats (of `agent_id` when given) holding any of the weighed terms → their summed
-    weight, and → the id of their newest message: the best CHATS_SEARCHED (ties: the newest messages
-    first), or with `everything` all of them. Summed and sorted in the database, from the (user, term)
-    index: one range a term."""
+    """The best CHATS_SEARCHED of the user's chats (of `agent_id` when given) holding any of the weighed
+    terms (ties: the newest messages first) → their summed weight, and → the id of their newest
+    message. Summed and sorted in the database, from the (user, term) index: one range a term."""
     if not weights:
         return {}, {}
-    terms = " UNION ALL ".join(["SELECT %s AS term, %s AS weight"] * len(weights))
     agent_join = " JOIN conversations_session AS s ON s.id = g.session_id AND s.agent_id = %s" if agent_id else ""
     scored = (
         f"SELECT g.session_id, round(CAST(g.score AS NUMERIC), {_SCORE_DIGITS}) AS score, st.last_id FROM ("
         " SELECT t.session_id, sum(w.weight) AS score FROM memory_search_term AS t"
-        f" JOIN ({terms}) AS w ON w.term = t.term WHERE t.user_id = %s AND t.df > 0 GROUP BY t.session_id"
-        f") AS g JOIN memory_search_session AS st ON st.session_id = g.session_id{agent_join}"
+        f" JOIN ({_weights_table(weights)}) AS w ON w.term = t.term WHERE t.user_id = %s AND t.df > 0"
+        f" GROUP BY t.session_id) AS g JOIN memory_search_session AS st ON st.session_id = g.session_id{agent_join}"
+        " ORDER BY score DESC, st.last_id DESC LIMIT %s"
     )
-    params: list[object] = [value for item in weights.items() for value in item]
-    params += [user_id, *([agent_id] if agent_id else [])]
-    if not everything:
-        scored += " ORDER BY score DESC, st.last_id DESC LIMIT %s"
-        params.append(CHATS_SEARCHED)
+    params = [*_weights_params(weights), user_id, *([agent_id] if agent_id else []), CHATS_SEARCHED]
     with connection.cursor() as cursor:
         cursor.execute(scored, params)
         rows = cursor.fetchall()
     return {row[0]: float(row[1]) for row in rows}, {row[0]: row[2] for row in rows}
+
+
+def _dated_chat_weights(
+    user_id: int, agent_id: int | None, weights: dict[str, float], spans: list[tuple[datetime, datetime]]
+) -> tuple[dict[int, float], dict[int, int]]:
+    """The best CHATS_SEARCHED of the user's chats (of `agent_id` when given) with a message in one of
+    `spans` and a message indexed, by summed weight of the terms they hold (0 for none; ties: the newest
+    messages first) → that weight, and → the id of their newest message. One query: each of the user's
+    chats is one range read of the (session, created_at) index a span, stopping at its first message
+    there, and only a dated chat's term rows are read (a primary-key lookup a term)."""
+    score = "0"
+    params: list[object] = []
+    if weights:
+        score = (
+            f"(SELECT sum(w.weight) FROM ({_weights_table(weights)}) AS w JOIN memory_search_term AS t"
+            " ON t.session_id = s.id AND t.term = w.term WHERE t.user_id = %s AND t.df > 0)"
+        )
+        params += [*_weights_params(weights), user_id]
+    # A chat's first message in a span, not EXISTS: under OR, PostgreSQL answers an EXISTS from a hash of
+    # every message in the span read off the whole (session, created_at) index, every user's. And "= 1",
+    # not IS NOT NULL: PostgreSQL's planner takes an equality to keep few chats, as it does, where it
+    # would count every chat in, and for a person of thousands of chats compile the query (JIT) for
+    # the work it expects.
+    in_span = " OR ".join(
+        [
+            "(SELECT 1 FROM conversations_message AS m"
+            " WHERE m.session_id = s.id AND m.created_at >= %s AND m.created_at < %s LIMIT 1) = 1"
+        ]
+        * len(spans)
+    )
+    agent_filter = " AND s.agent_id = %s" if agent_id is not None else ""
+    params += [user_id, *([agent_id] if agent_id is not None else []), *[bound for span in spans for bound in span]]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT s.id, round(CAST(coalesce({score}, 0) AS NUMERIC), {_SCORE_DIGITS}) AS score, st.last_id"
+            " FROM conversations_session AS s"
+            " JOIN memory_search_session AS st ON st.session_id = s.id AND st.messages > 0"
+            f" WHERE s.user_id = %s{agent_filter} AND ({in_span})"
+            " ORDER BY score DESC, st.last_id DESC LIMIT %s",
+            [*params, CHATS_SEARCHED],
+        )
+        rows = cursor.fetchall()
+    return {row[0]: float(row[1]) for row in rows}, {row[0]: row[2] for row in rows}
+
+
+def _weights_table(weights: dict[str, float]) -> str:
+    """The weighed terms as a table of (term, weight) rows, for _weights_params's parameters."""
+    return " UNION ALL ".join(["SELECT %s AS term, %s AS weight"] * len(weights))
+
+
+def _weights_params(weights: dict[str, float]) -> list[object]:
+    return [value for item in weights.items() for value in item]
 
 
 _CHAT_COLUMNS = (
@@ -316,27 +374,3 @@ def _newest_chats(user_id: int, agent_id: int | None) -> list[_Chat]:
             [user_id, *([agent_id] if agent_id is not None else []), CHATS_SEARCHED],
         )
         return [_Chat(*row) for row in cursor.fetchall()]
-
-
-def _user_chat_ids(user_id: int, agent_id: int | None) -> list[int]:
-    chats = Session.objects.filter(user_id=user_id)
-    if agent_id is not None:
-        chats = chats.filter(agent_id=agent_id)
-    return list(chats.values_list("id", flat=True))
-
-
-def _chats_with_days(session_ids: list[int], spans: list[tuple[datetime, datetime]]) -> set[int]:
-    """Those of the chats with a message on one of the days the query names (an index lookup each)."""
-    found: set[int] = set()
-    with connection.cursor() as cursor:
-        for start, end in spans:
-            for first in range(0, len(session_ids), 500):
-                chunk = session_ids[first : first + 500]
-                cursor.execute(
-                    "SELECT s.id FROM conversations_session AS s WHERE s.id IN"
-                    f" ({', '.join(['%s'] * len(chunk))}) AND EXISTS (SELECT 1 FROM conversations_message AS m"
-                    " WHERE m.session_id = s.id AND m.created_at >= %s AND m.created_at < %s)",
-                    [*chunk, start, end],
-                )
-                found.update(row[0] for row in cursor.fetchall())
-    return found

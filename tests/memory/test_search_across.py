@@ -6,15 +6,16 @@ import threading
 from datetime import UTC, datetime
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 from pydantic import ValidationError
 
-from conversations.models import Agent, Session
+from conversations.models import Agent, Message, Session
 from conversations.services import message_append, session_get_or_create
 from memory.schemas import AllChatsSearchIn
 from memory.search import across
 from memory.search.across import search_all_chats
 from memory.tools import memory_tool_run
+from textsearch.ranking import idf
 
 pytestmark = pytest.mark.django_db
 
@@ -180,6 +181,80 @@ def test_a_day_named_brings_in_the_chat_of_that_day(user, monkeypatch):
     type(said).objects.filter(pk=said.pk).update(created_at=datetime(2023, 10, 13, 12, tzinfo=UTC))
     hits = search_all_chats(user=user, query="What did I eat on October 13, 2023?")
     assert [hit.message_id for hit in hits][:1] == [said.id]
+
+
+DAY = (datetime(2023, 10, 13, tzinfo=UTC), datetime(2023, 10, 14, tzinfo=UTC))
+OTHER_DAY = (datetime(2023, 11, 2, tzinfo=UTC), datetime(2023, 11, 3, tzinfo=UTC))
+MONTH = (datetime(2023, 10, 1, tzinfo=UTC), datetime(2023, 11, 1, tzinfo=UTC))
+
+
+def dated_chat(user, chat_id: str, text: str, *, day: datetime | None = None, agent: str = "buddy") -> Session:
+    session = chat(user, chat_id, text, "Noted.", agent=agent)
+    if day is not None:
+        Message.objects.filter(session=session).update(created_at=day.replace(hour=12))
+    return session
+
+
+def chosen_by_scoring_every_chat(user, agent_id, terms, spans) -> tuple[list[int], dict[int, float], list[int], bool]:
+    """The choice worked out for every chat of the user, one at a time: the chosen chats, their scores,
+    the best CHATS_SEARCHED by summed weight alone, and whether the first chat left out ties the last
+    chosen (the newest chosen first)."""
+    frequencies, messages = across._user_statistics(user.pk, terms)
+    weights = {term: idf(df, messages) ** 2 for term, df in frequencies.items()}
+    bonus = across.DATE_CHAT_BONUS * max([1.0, *weights.values()])
+    chats = Session.objects.filter(user=user, **({"agent_id": agent_id} if agent_id else {}))
+    weighed, scores, newest = {}, {}, {}
+    for session in chats:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT term FROM memory_search_term WHERE session_id = %s AND df > 0", [session.pk])
+            held = sorted(term for (term,) in cursor.fetchall() if term in weights)
+        weighed[session.pk] = round(sum(weights[term] for term in held), 9)
+        dated = any(session.messages.filter(created_at__gte=start, created_at__lt=end).exists() for start, end in spans)
+        scores[session.pk] = weighed[session.pk] + (bonus if dated else 0.0)
+        newest[session.pk] = session.messages.order_by("-id").values_list("id", flat=True).first()
+
+    def ranked(score_of: dict[int, float]) -> list[int]:
+        return sorted((pk for pk in score_of if score_of[pk] > 0), key=lambda pk: (-score_of[pk], -newest[pk]))
+
+    count = across.CHATS_SEARCHED
+    best = ranked(scores)
+    tie_at_the_cut = len(best) > count and scores[best[count - 1]] == scores[best[count]]
+    return best[:count], {pk: scores[pk] for pk in best[:count]}, ranked(weighed)[:count], tie_at_the_cut
+
+
+def test_a_dated_question_chooses_as_if_every_chat_were_scored(user, other_user, helper_agent, monkeypatch):
+    """Only the best chats by weight and the best dated chats are read, and the choice is that of
+    scoring every chat: with dated chats far below the best by weight, ties at every level (the newest
+    first), dated chats that hold none of the words, another agent's and another user's chats."""
+    for number in range(4):  # the best by weight, never dated
+        dated_chat(user, f"strong-{number}", "The garden gnome is called Archibald.")
+    for number in range(4):  # in the middle, every other one dated (on one day or the other)
+        day = (DAY, OTHER_DAY)[number % 4 // 2][0] if number % 2 else None
+        dated_chat(user, f"middle-{number}", "A garden gnome again.", day=day)
+    for number in range(6):  # the weakest, some dated
+        dated_chat(user, f"weak-{number}", "The garden.", day=DAY[0] if number in {1, 2, 4} else None)
+    for number in range(3):  # none of the words, dated
+        dated_chat(user, f"lunch-{number}", "Lunch was soup.", day=(DAY, OTHER_DAY)[number % 2][0])
+    dated_chat(user, "helper-garden", "The garden gnome.", day=DAY[0], agent="helper")
+    dated_chat(other_user, "theirs", "Garden gnome Archibald garden.", day=DAY[0])
+    questions = [["garden"], ["gnome"], ["garden", "gnome", "archibald"], ["archibald"], [], ["xylophone"]]
+    outside = tied = 0
+    for chats_searched in (1, 3, 5):
+        monkeypatch.setattr(across, "CHATS_SEARCHED", chats_searched)
+        for agent_id in (None, helper_agent.pk, Agent.objects.get(slug="buddy").pk):
+            for spans in ([DAY], [OTHER_DAY], [DAY, OTHER_DAY], [MONTH], [OTHER_DAY, MONTH]):
+                for terms in questions:
+                    expected, scores, by_weight, tie = chosen_by_scoring_every_chat(user, agent_id, terms, spans)
+                    choice = across.chats_chosen(user_id=user.pk, agent_id=agent_id, terms=terms, spans=spans)
+                    if not expected:  # nothing scores: the newest chats, as without a day
+                        expected = [c.session_id for c in across._newest_chats(user.pk, agent_id)]
+                        scores = dict.fromkeys(expected, 0.0)
+                    assert [c.session_id for c in choice.chats] == expected, (chats_searched, agent_id, spans, terms)
+                    assert {c.session_id: choice.scores[c.session_id] for c in choice.chats} == pytest.approx(scores)
+                    outside += bool(set(expected) - set(by_weight))
+                    tied += tie
+    # The data set does put dated chats below the best by weight, and ties at the cut, in most cases.
+    assert outside > 100 and tied > 100, (outside, tied)
 
 
 def test_a_question_no_chat_has_a_word_of_finds_nothing_without_meaning(user, chats):
