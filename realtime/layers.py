@@ -162,7 +162,9 @@ class RedisChannelLayer(StockRedisChannelLayer):
         assert real_channel.endswith(self.client_prefix + "!"), "Wrong client prefix"
         buffer = self.receive_buffer[channel]
         self._unread_since.pop(channel, None)
-        if buffer.empty():
+        # A buffered message may be the one a waiting receive was just woken for: when this receive takes it
+        # first, that receive is left waiting, and the pump must go on for it.
+        if buffer.qsize() <= self._waiting[channel]:
             self._pump_start(real_channel)
         self._waiting[channel] += 1
         try:
@@ -205,8 +207,12 @@ class RedisChannelLayer(StockRedisChannelLayer):
                 if not any(count > self.receive_buffer[c].qsize() for c, count in self._waiting.items()):
                     return  # every waiting receive has its message; the next receive starts a pump again
         except Exception as error:
-            for channel in self._waiting:
-                self.receive_buffer[channel].put_nowait(_PumpFailed(error))
+            # One failure for each receive still without a message; a receive whose message came first
+            # gets it, and the next receive on its channel pops again.
+            for channel, count in self._waiting.items():
+                buffer = self.receive_buffer[channel]
+                for _ in range(count - buffer.qsize()):
+                    buffer.put_nowait(_PumpFailed(error))
             raise
         finally:
             if self._pump is asyncio.current_task():

@@ -249,3 +249,63 @@ async def test_messages_for_a_closed_socket_are_dropped_after_the_layers_expiry(
     await layer.send(staying, {"type": "frame", "frame": {"version": 2}})
     await asyncio.wait_for(staying_receive, timeout=10)
     assert gone not in layer.receive_buffer
+
+
+@pytest.mark.redis
+async def test_two_receives_on_one_channel_each_get_a_message_whichever_takes_the_first(redis_layers):
+    """A receive that starts just after the pop that had the first receive's message, and takes that message
+    (channels hands a channel's messages to whichever receive comes first), leaves the first receive
+    waiting with the layer still popping for it."""
+    layer, sender = redis_layers(), redis_layers()
+    channel = await layer.new_channel()
+    first = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0.2)  # waiting on Redis
+    sent = asyncio.ensure_future(sender.send(channel, {"type": "frame", "frame": {"version": 1}}))
+    async with asyncio.timeout(10):
+        # Looking once per turn of the loop: the pop's message is buffered one turn before the first
+        # receive, woken by it, runs.
+        while not layer.receive_buffer[channel].qsize():
+            await asyncio.sleep(0)
+        assert not first.done()
+        second = await layer.receive(channel)
+    await sent
+    await sender.send(channel, {"type": "frame", "frame": {"version": 2}})
+    assert [second, await asyncio.wait_for(first, timeout=10)] == [
+        {"type": "frame", "frame": {"version": version}} for version in (1, 2)
+    ]
+
+
+@pytest.mark.redis
+async def test_every_receive_waiting_when_the_pop_fails_hears_of_it(redis_layers, monkeypatch):
+    layer = redis_layers()
+    channel = await layer.new_channel()
+
+    async def failing(self, channel):
+        await asyncio.sleep(0.1)
+        raise ConnectionError("Redis went away")
+
+    monkeypatch.setattr(RedisChannelLayer, "_pop", failing)
+    receives = [asyncio.ensure_future(layer.receive(channel)) for _ in range(2)]
+    failed = await asyncio.wait_for(asyncio.gather(*receives, return_exceptions=True), timeout=5)
+    assert [type(error) for error in failed] == [ConnectionError, ConnectionError]
+
+
+@pytest.mark.redis
+async def test_a_receive_that_had_its_message_before_the_pop_failed_gets_the_next_as_usual(redis_layers, monkeypatch):
+    layer = redis_layers()
+    served, waiting = await layer.new_channel(), await layer.new_channel()
+    pops = iter([(served, {"type": "frame", "frame": {"version": 1}})])
+
+    async def pop_then_fail(self, channel):
+        for popped in pops:
+            return popped
+        raise ConnectionError("Redis went away")
+
+    monkeypatch.setattr(RedisChannelLayer, "_pop", pop_then_fail)
+    receives = [asyncio.ensure_future(layer.receive(channel)) for channel in (served, waiting)]
+    done = await asyncio.wait_for(asyncio.gather(*receives, return_exceptions=True), timeout=5)
+    assert done[0] == {"type": "frame", "frame": {"version": 1}}
+    assert isinstance(done[1], ConnectionError)
+    monkeypatch.undo()  # Redis is back
+    await layer.send(served, {"type": "frame", "frame": {"version": 2}})
+    assert await _received(layer, served, 1) == [{"type": "frame", "frame": {"version": 2}}]
