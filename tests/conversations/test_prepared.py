@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import TextField
 from django.db.models.functions import Cast
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from conversations.models import Agent, Message, Session
 from conversations.prepared import NotPreparable, PreparedQuery
@@ -84,7 +85,7 @@ def test_the_sql_is_built_once_and_runs_as_one_query_with_the_values_given(user,
         for chat_id in ("main", "trips:2026", "100% '_sure_' \\ \"quoted\""):
             rows = prepared.rows(user_id=user.pk, slug="buddy", chat_id=chat_id)
             assert [s.chat_id for s in rows] == ([chat_id] if chat_id != "100% '_sure_' \\ \"quoted\"" else [])
-    assert len(built) == 1
+    assert len(built) == 2  # from two sets of stand-ins, on the first call only
     assert len(queries.captured_queries) == 3
     assert len({q["sql"].split("WHERE")[0] for q in queries.captured_queries}) == 1
 
@@ -138,3 +139,45 @@ def test_a_lookup_that_rewrites_its_value_on_one_database_is_refused_there_and_e
 def test_an_int_value_inlined_in_the_sql_is_refused(build):
     with pytest.raises(NotPreparable, match="does not reach the SQL"):
         PreparedQuery(build, limit=int).rows(limit=3)
+
+
+def _messages_before_now(session_id):
+    return Message.objects.filter(session_id=session_id, created_at__lte=timezone.now()).order_by("id")
+
+
+def test_a_queryset_that_takes_the_time_when_built_is_refused(chats):
+    """Built once, its time would stay the time of the first call: messages written since never show."""
+    prepared = PreparedQuery(_messages_before_now, session_id=int)
+    with pytest.raises(NotPreparable, match="not the same"):
+        prepared.rows(session_id=chats[0].pk)
+
+
+@pytest.mark.parametrize(
+    ("build", "kinds"),
+    [
+        pytest.param(
+            lambda since, session_id: Message.objects.filter(session_id=session_id, id__gte=since, id__lt=since + 1),
+            {"since": int, "session_id": int},
+            id="a value computed from another",
+        ),
+        pytest.param(
+            lambda chat_id: Session.objects.filter(chat_id=chat_id.strip()),
+            {"chat_id": str},
+            id="a value changed in Python for some values only",
+        ),
+        pytest.param(
+            lambda chat_id: Session.objects.filter(chat_id=chat_id[:100]),
+            {"chat_id": str},
+            id="a value cut in Python",
+        ),
+    ],
+)
+def test_a_queryset_whose_sql_takes_other_values_than_those_given_is_refused(build, kinds):
+    with pytest.raises(NotPreparable):
+        PreparedQuery(build, **kinds).rows(**{name: kind() for name, kind in kinds.items()})
+
+
+def test_a_queryset_empty_whatever_the_values_is_refused_not_run(chats):
+    prepared = PreparedQuery(lambda session_id: Session.objects.filter(pk=session_id, chat_id__in=[]), session_id=int)
+    with pytest.raises(NotPreparable, match="no SQL to run"):
+        prepared.rows(session_id=chats[0].pk)
