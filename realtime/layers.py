@@ -213,7 +213,8 @@ class RedisChannelLayer(StockRedisChannelLayer):
                 buffer = self.receive_buffer[channel]
                 for _ in range(count - buffer.qsize()):
                     buffer.put_nowait(_PumpFailed(error))
-            raise
+            # Said here, once: the receives raise it, and nobody awaits the pump to hear it again.
+            stock_logger.warning("could not pop the process's messages: %r", error)
         finally:
             if self._pump is asyncio.current_task():
                 self._pump = None
