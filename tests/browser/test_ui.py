@@ -334,6 +334,8 @@ def test_renderer_draws_every_element_type_headed_by_its_title(page, live_server
     ask = root.locator('article[data-id="ask"]')
     assert ask.get_by_role("button").all_inner_texts() == ["Confirm", "Cancel"]
     ask.get_by_role("button", name="Cancel").click()
+    # The click's handler may run after click() returns on a loaded machine: wait for it, then compare.
+    page.wait_for_function("window.__confirmations.length > 0", timeout=5000)
     assert page.evaluate("window.__confirmations") == [["ask", False]]
     asked = root.locator('article[data-id="asked"]')
     assert asked.get_by_role("button").count() == 0
