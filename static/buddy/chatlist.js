@@ -137,24 +137,64 @@ export class ChatList {
     return others.find((other) => other.agent === chat.agent) ?? others[0] ?? null;
   }
 
+  /**
+   * Draws the list. A row whose chat looks the same as before is kept, not drawn again: a click that
+   * lands while the list is read again (a turn's `chats_changed`) reaches the link it was aimed at,
+   * and the keyboard focus stays where it was.
+   */
   render() {
     this.dom.current.textContent = this.chatName(this.current ?? { chat_id: this.place.chatId, messages: 0 });
-    const rows = this.chats.map((chat) => this.row(chat));
+    const wanted = this.chats.map((chat) => [chat, { actions: true }]);
     if (this.current === null) {
       // The chat shown has no message yet: it heads the list until it has one.
       const fresh = { agent: this.place.agent.id, chat_id: this.place.chatId, title: "", last_message_at: null, messages: 0 };
-      rows.unshift(this.row(fresh, { actions: false }));
+      wanted.unshift([fresh, { actions: false }]);
     }
     const hadFocus = this.dom.list.contains(document.activeElement) ? document.activeElement : null;
     const focusKey = hadFocus?.closest(".chat-item")?.dataset.key;
     const focusClass = hadFocus ? [...hadFocus.classList].find((name) => name.startsWith("chat-") && name !== "chat-action") : null;
-    this.dom.list.replaceChildren(...rows);
-    if (focusKey) {
-      // Keep the keyboard where it was across a live update of the list.
-      const item = [...this.dom.list.children].find((node) => node.dataset.key === focusKey);
+    const drawn = new Map([...this.dom.list.children].map((node) => [node.dataset.key, node]));
+    const rows = wanted.map(([chat, options]) => {
+      const looks = this.looks(chat, options);
+      const old = drawn.get(`${chat.agent}/${chat.chat_id}`);
+      if (old && old.dataset.looks === looks) {
+        this.refreshAge(old, chat);
+        return old;
+      }
+      const item = this.row(chat, options);
+      item.dataset.looks = looks;
+      return item;
+    });
+    this.arrange(rows);
+    if (focusKey && !this.dom.list.contains(document.activeElement)) {
+      // The focused row was drawn again: keep the keyboard where it was.
+      const item = rows.find((node) => node.dataset.key === focusKey);
       const again = item?.querySelector(`.${focusClass}`) ?? item?.querySelector(".chat-link");
       again?.focus();
     }
+  }
+
+  /** Puts `rows` in the list in order, moving as few of the rows already there as it can. */
+  arrange(rows) {
+    const list = this.dom.list;
+    const keep = new Set(rows);
+    for (const node of [...list.children]) if (!keep.has(node)) node.remove();
+    rows.forEach((node, index) => {
+      const there = list.children[index];
+      if (there !== node) list.insertBefore(node, there ?? null);
+    });
+  }
+
+  /** What a chat's row shows, but for its age ("5 minutes ago"), which `refreshAge` updates in place. */
+  looks(chat, { actions }) {
+    const renaming = Boolean(this.renaming && this.renaming.agent === chat.agent && this.renaming.chat_id === chat.chat_id);
+    const agent = this.agentOf(chat.agent);
+    return JSON.stringify([this.chatName(chat), agent?.name, agent?.avatar, chat.last_message_at, this.isShown(chat), actions, renaming]);
+  }
+
+  refreshAge(item, chat) {
+    const age = item.querySelector(".chat-item-age");
+    if (age && chat.last_message_at) age.textContent = ago(chat.last_message_at);
   }
 
   row(chat, { actions = true } = {}) {
@@ -178,8 +218,8 @@ export class ChatList {
     const meta = el("span", "chat-item-meta");
     const avatar = el("span", "chat-item-avatar", agent?.avatar || "");
     avatar.setAttribute("aria-hidden", "true");
-    const when = chat.last_message_at ? ago(chat.last_message_at) : "no messages yet";
-    meta.append(avatar, document.createTextNode(`${agent?.name || chat.agent} · ${when}`));
+    const when = el("span", "chat-item-age", chat.last_message_at ? ago(chat.last_message_at) : "no messages yet");
+    meta.append(avatar, document.createTextNode(`${agent?.name || chat.agent} · `), when);
     if (chat.last_message_at) meta.title = new Date(chat.last_message_at).toLocaleString();
     link.append(meta);
     link.addEventListener("click", (event) => {

@@ -211,3 +211,32 @@ def test_agent_names_in_the_list_follow_the_agents(three_chats, logged_in_page):
     page = logged_in_page
     page.reload()
     chats(page).get_by_role("link", name=re.compile("Scout the explorer")).wait_for()
+
+
+def test_a_click_on_a_chat_while_the_list_is_read_again_opens_it(three_chats, logged_in_page):
+    """The list is read again after every turn (`chats_changed`): the rows that did not change stay the same
+    elements, so a click pressed before that redraw and released after it still opens its chat."""
+    page = logged_in_page
+    link = chats(page).get_by_role("link", name=re.compile("^Lisbon in May"))
+    box = link.bounding_box()
+    page.mouse.move(box["x"] + 10, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.evaluate("() => window.buddy.chats.reload()")
+    page.mouse.up()
+    log(page).get_by_text("Day one: Belém.").wait_for()
+    assert "chat_id=lisbon" in page.url
+
+
+def test_a_turn_draws_again_only_the_row_of_its_chat(three_chats, logged_in_page):
+    page = logged_in_page
+    chats(page).locator(".chat-link").nth(2).wait_for()
+    page.evaluate("() => document.querySelectorAll('#chat-list .chat-item').forEach((row) => { row.seen = true; })")
+    send_and_wait(page, "And butter")
+    first = chats(page).locator(".chat-item").first
+    page.wait_for_function("() => document.querySelector('#chat-list .chat-item').dataset.chatId === 'main'")
+    kept = page.evaluate(
+        "() => Object.fromEntries([...document.querySelectorAll('#chat-list .chat-item')]"
+        ".map((row) => [row.dataset.chatId, row.seen === true]))"
+    )
+    assert kept == {"main": False, "lisbon": True, "hike": True}
+    assert first.locator(".chat-item-title").inner_text() == "Groceries for the week"
