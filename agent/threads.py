@@ -3,9 +3,9 @@
 
 A turn waits on the model for seconds. The loop's default executor is a handful of threads on a small
 machine, shared with every socket's replays and database calls: a few slow model calls there would
-stall every other socket. An HTTP request's own thread (buddy/handlers.py) is one per request, with no
-bound. HTTP and WebSocket turns run on this one bounded pool instead; when all BUDDY_TURN_THREADS are
-busy, a turn waits for one.
+stall every other socket. An HTTP request's thread (buddy/handlers.py) only waits for its turn. HTTP and
+WebSocket turns run on this one bounded pool instead; when all BUDDY_TURN_THREADS are busy, a turn
+waits for one.
 
 Of those threads, at most BUDDY_TURN_SLOTS work at once; the rest wait on the model or for a slot. A
 turn's work between model calls is Python under the one interpreter lock: with dozens of turn threads

@@ -324,13 +324,48 @@ def _memory_follow(session: Session, result: TurnResult) -> None:
             else summary_is_due(session=session)
         )
         if due:
-            async_task("agent.tasks.summary_update", session.pk, group="summaries")
+            summary_queue(session.pk)
     except Exception:
         logger.exception("could not queue the summary of session %s", session.pk)
     try:
         vectors_schedule(session_id=session.pk)
     except Exception:
         logger.exception("could not queue the vectors of session %s", session.pk)
+
+
+# A session's summary job queued by this process less than SUMMARY_QUEUED_SECONDS ago is not queued again:
+# the job folds everything due when it runs, so the turns of a burst — all due until it has run —
+# queue one job, not one each. A job that runs in this process (inline task runs) clears the mark.
+SUMMARY_QUEUED_SECONDS = 10.0
+SUMMARY_QUEUED_KEPT = 10_000
+_summary_queued: dict[int, float] = {}
+_summary_queued_lock = threading.Lock()
+
+
+def summary_queue(session_id: int) -> bool:
+    """Queue the summary job of a session unless this process queued one in the last
+    SUMMARY_QUEUED_SECONDS that has not run here since. True when queued."""
+    now = time.monotonic()
+    with _summary_queued_lock:
+        queued_at = _summary_queued.get(session_id)
+        if queued_at is not None and now - queued_at < SUMMARY_QUEUED_SECONDS:
+            return False
+        if len(_summary_queued) >= SUMMARY_QUEUED_KEPT:
+            for old in [key for key, at in _summary_queued.items() if now - at >= SUMMARY_QUEUED_SECONDS]:
+                del _summary_queued[old]
+        _summary_queued[session_id] = now
+    try:
+        async_task("agent.tasks.summary_update", session_id, group="summaries")
+    except BaseException:
+        summary_queue_forget(session_id)
+        raise
+    return True
+
+
+def summary_queue_forget(session_id: int) -> None:
+    """The session's summary job runs: the next turn that finds a summary due queues one again."""
+    with _summary_queued_lock:
+        _summary_queued.pop(session_id, None)
 
 
 def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool) -> TurnResult:

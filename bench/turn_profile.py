@@ -5,9 +5,12 @@ process (`POST /prompt`, or a WebSocket `prompt` until its `assistant_message`),
 Prints the process's CPU per turn. With `--profile`, every thread that runs the turn's code (the event
 loop, the turn's thread, Django's request threads) is profiled on its own CPU clock and the top
 functions by cumulative CPU are printed, as milliseconds per turn; the profiler itself slows Python
-code several times over, so read the shares, not the milliseconds.
+code several times over, so read the shares, not the milliseconds. `--clock wall` profiles the
+threads (not the loop) on the wall clock instead: where a turn waits, on the database and the network
+included.
 
-    .venv/bin/python bench/turn_profile.py [--transport ws|http] [--turns 200] [--postgres] [--profile [--top 40]]
+    .venv/bin/python bench/turn_profile.py [--transport ws|http] [--turns 200] [--postgres]
+        [--profile [--clock cpu|wall] [--top 40] [--save PATH]]
 
 SQLite (var/bench/turn_profile.sqlite3, the in-memory channel layer) by default; `--postgres`: the
 database `buddy_bench_turn_profile` (psycopg's pool) with Redis. Never part of the test suite.
@@ -43,26 +46,41 @@ class ThreadProfiles:
     """A CPU-clock profile per thread that runs sync code for the application (asgiref's thread
     handler), plus the event loop's own, while `on`."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: str = "cpu") -> None:
         from asgiref.sync import SyncToAsync
 
         self.on = False
-        self.loop = cProfile.Profile(time.thread_time)
+        self.wall = clock == "wall"
+        timer = time.perf_counter if self.wall else time.thread_time
+        self.loop = cProfile.Profile(timer)
         self.threads: dict[int, cProfile.Profile] = {}
         handler = SyncToAsync.thread_handler
         profiles = self
+        active = threading.local()
+
+        def profiled(function):
+            def run(*args, **kwargs):
+                if not profiles.on or getattr(active, "on", False):
+                    return function(*args, **kwargs)
+                profile = profiles.threads.setdefault(threading.get_ident(), cProfile.Profile(timer))
+                active.on = True
+                profile.enable()
+                try:
+                    return function(*args, **kwargs)
+                finally:
+                    profile.disable()
+                    active.on = False
+
+            return run
 
         def thread_handler(self_, *args, **kwargs):
-            if not profiles.on:
-                return handler(self_, *args, **kwargs)
-            profile = profiles.threads.setdefault(threading.get_ident(), cProfile.Profile(time.thread_time))
-            profile.enable()
-            try:
-                return handler(self_, *args, **kwargs)
-            finally:
-                profile.disable()
+            return profiled(handler)(self_, *args, **kwargs)
 
         SyncToAsync.thread_handler = thread_handler
+        # An HTTP turn's thread is no asgiref thread: its request's thread submits it (agent/threads.py).
+        import agent.threads  # Django is set up by now
+
+        agent.threads._closing = profiled(agent.threads._closing)
 
     def start(self) -> None:
         self.on = True
@@ -73,8 +91,10 @@ class ThreadProfiles:
         self.on = False
 
     def stats(self) -> pstats.Stats:
-        stats = pstats.Stats(self.loop)
-        for profile in self.threads.values():
+        # On the wall clock the loop's profile would count its waits for events: the threads' only.
+        profiles = list(self.threads.values()) if self.wall else [self.loop, *self.threads.values()]
+        stats = pstats.Stats()
+        for profile in profiles:
             profile.create_stats()
             if profile.stats:
                 stats.add(profile)
@@ -155,6 +175,13 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true", help="PostgreSQL and Redis instead of SQLite")
     parser.add_argument("--profile", action="store_true", help="print the top functions by cumulative CPU")
     parser.add_argument("--top", type=int, default=40, help="how many functions --profile prints")
+    parser.add_argument(
+        "--clock",
+        choices=("cpu", "wall"),
+        default="cpu",
+        help="wall: the threads' elapsed time, waits on the database and the network included (no event loop)",
+    )
+    parser.add_argument("--save", metavar="PATH", help="also write the profile to PATH (pstats), with --profile")
     args = parser.parse_args()
 
     fake = subprocess.Popen([sys.executable, "-c", FAKE.format(root=str(ROOT))], stdout=subprocess.PIPE, text=True)
@@ -179,12 +206,15 @@ def main() -> None:
             os.environ["BUDDY_DB_POOL"] = "20"
         setup(fresh_database("turn_profile", postgres=args.postgres, server=PG_SERVER))
         user = users_create(1)[0]
-        profiles = ThreadProfiles() if args.profile else None
+        profiles = ThreadProfiles(args.clock) if args.profile else None
         cpu = asyncio.run(run(args, user, profiles))
         backend = "PostgreSQL + Redis" if args.postgres else "SQLite"
         print(f"{backend}, {args.transport}: {1000 * cpu / args.turns:.1f} ms of CPU per turn over {args.turns} turns")
         if profiles is not None:
-            print_top(profiles.stats(), args.turns, args.top)
+            stats = profiles.stats()
+            print_top(stats, args.turns, args.top)
+            if args.save:
+                stats.dump_stats(args.save)
     finally:
         fake.kill()
         fake.wait()

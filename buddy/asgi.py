@@ -10,7 +10,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "buddy.settings")
 django.setup(set_prefix=False)
 from buddy.handlers import OneThreadASGIHandler  # noqa: E402  (needs Django set up first)
 
-django_asgi_app = OneThreadASGIHandler()  # what django.core.asgi.get_asgi_application() makes, one thread a request
+django_asgi_app = OneThreadASGIHandler()  # what django.core.asgi.get_asgi_application() makes, on request threads
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
@@ -45,9 +45,10 @@ async def application(scope, receive, send):
 
 
 def _request_thread_done(**kwargs) -> None:
-    """Django runs an HTTP request's sync parts on a thread made for that request, gone after it: its
-    connections are closed (given back to the pool) with it, never kept (BUDDY_DB_CONN_MAX_AGE is for
-    the long-lived threads)."""
+    """Django runs a request's `request_started` receivers and its response's `close()` (a streamed
+    response's iteration too) on a thread made for that request, gone after it: its connections are
+    closed (given back to the pool) with it, never kept (BUDDY_DB_CONN_MAX_AGE is for the long-lived
+    threads, the request threads of buddy/handlers.py among them)."""
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close()

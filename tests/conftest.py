@@ -27,6 +27,17 @@ def _semantic_windows_forgotten():
     windows_forget()
 
 
+@pytest.fixture(autouse=True)
+def _summary_queue_forgotten():
+    """The summary jobs this process queued lately are kept per session id (agent.turn.summary_queue);
+    a test database reuses ids, so every test starts with none queued."""
+    yield
+    from agent import turn
+
+    with turn._summary_queued_lock:
+        turn._summary_queued.clear()
+
+
 class FrameCheck:
     """Frames the server sent that its models (realtime/frames.py) do not allow, with where they went."""
 

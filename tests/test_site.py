@@ -127,3 +127,42 @@ async def test_a_bearer_prompt_crosses_from_the_loop_to_its_request_thread_once(
     assert trips["to a thread"] <= 3
     assert threads["turn"].startswith("buddy-turn")
     assert push._handoff is not None and push._handoff.loop is asyncio.get_running_loop()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_requests_run_on_threads_that_outlive_them_and_keep_their_connection(user, monkeypatch):
+    """buddy/handlers.py: one request after another is served by the same long-lived request thread,
+    which keeps its database connection (SQLite) or borrows one from psycopg's pool each time
+    (PostgreSQL) — never a thread and a new connection made for every request."""
+    import threading
+
+    from asgiref import sync
+    from channels.testing import HttpCommunicator
+    from django.db import connection, connections
+    from django.db.backends.signals import connection_created
+
+    from buddy.asgi import application
+    from conversations.tokens import api_token_create
+
+    from buddy.handlers import request_executor
+
+    token = await sync.sync_to_async(api_token_create)(user=user)
+    if connection.vendor == "sqlite":  # the test process closes its connections after use (tests/settings.py)
+        monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 600)
+    opened: list[str] = []
+
+    def on_connection_created(sender, **kwargs):
+        opened.append(threading.current_thread().name)
+
+    connection_created.connect(on_connection_created)
+    try:
+        for _ in range(5):
+            headers = [(b"authorization", f"Bearer {token}".encode()), (b"host", b"testserver")]
+            response = await HttpCommunicator(application, "GET", "/chats", headers=headers).get_response(30)
+            assert response["status"] == 200, response["body"]
+    finally:
+        connection_created.disconnect(on_connection_created)
+        request_executor().submit(connections.close_all).result()  # the one request thread's
+    assert len(set(opened)) == 1 and opened[0].startswith("buddy-request"), opened
+    if connection.vendor == "sqlite":
+        assert len(opened) == 1  # kept (BUDDY_DB_CONN_MAX_AGE)

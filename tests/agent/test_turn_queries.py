@@ -11,6 +11,7 @@ from agent.submit import prompt_submit
 from conversations.models import Message
 from conversations.refs import ChatRef
 from memory.models import Summary
+from memory.summaries import summary_is_due
 from realtime.models import RelayedFrame
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -185,3 +186,31 @@ def test_a_failure_archiving_the_prompt_releases_the_lease(user, plain_turns, mo
         prompt_submit(user=user, text="hello", chat=CHAT)
     assert not turn_is_running(session=_session_of(user))
     assert prompt_submit(user=user, text="hello again", chat=CHAT).reply == "Echo: hello again"
+
+
+def test_the_turns_of_a_burst_queue_one_summary_job_until_it_runs(user, plain_turns, settings, monkeypatch):
+    """While a summary is due, every turn finds it due: the job queued by the first is the only one
+    until it has run (here, inline) or SUMMARY_QUEUED_SECONDS have passed."""
+    import agent.turn
+    from agent.tasks import summary_update
+    from conversations.models import Session
+
+    settings.BUDDY_WINDOW_ROWS = 6
+    queued: list[int] = []
+    monkeypatch.setattr(agent.turn, "async_task", lambda name, session_id, **options: queued.append(session_id))
+    due = []
+    for n in range(8):
+        prompt_submit(user=user, text=f"turn {n}", chat=CHAT)
+        due.append(summary_is_due(session=Session.objects.get()))
+    first_due = due.index(True)
+    assert len(due) - first_due >= 3 and all(due[first_due:]) and len(queued) == 1  # due since, queued once
+    summary_update(queued[0])
+    assert not summary_is_due(session=Session.objects.get())
+    for n in range(8, 16):
+        prompt_submit(user=user, text=f"turn {n}", chat=CHAT)
+        if summary_is_due(session=Session.objects.get()):
+            break
+    assert len(queued) == 2  # due again after the job ran: queued again at once
+    monkeypatch.setattr(agent.turn, "SUMMARY_QUEUED_SECONDS", 0)
+    prompt_submit(user=user, text="and once the span has passed", chat=CHAT)
+    assert len(queued) == 3
