@@ -147,7 +147,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"] = {**SQLITE_OPTIONS, **DATABASES["default"].get("OPTIONS", {})}
     # A file, not :memory:, so live servers, worker processes and threads share the test database.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test_buddy.sqlite3")}
-elif BUDDY_DB_POOL > 0:
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend, lending pooled connections without a check when they were just in use
+    # (buddy/postgresql/base.py).
+    DATABASES["default"]["ENGINE"] = "buddy.postgresql"
+if DATABASES["default"]["ENGINE"] == "buddy.postgresql" and BUDDY_DB_POOL > 0:
     # Pooled connections go back to the pool when Django closes them: no persistent ones on top.
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {

@@ -7,19 +7,23 @@ expires; renewing it proves the holder is alive. A lease kept in a table of its 
 exists while the lease is held (`lease_row_take`; deleting the row releases it).
 
 A holder whose work may wait long on something else (a model call) keeps its lease with a
-LeaseHeartbeat: a thread that renews it every few seconds, so the lease can be short and a dead
-holder's work is taken over within seconds (README: Settings, BUDDY_TURN_LEASE_SECONDS).
+LeaseHeartbeat, renewed every few seconds on the process's heartbeat thread, so the lease can be short
+and a dead holder's work is taken over within seconds (README: Settings, BUDDY_TURN_LEASE_SECONDS).
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import os
 import threading
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
@@ -97,30 +101,90 @@ def lease_row_take(model: type[Model], *, ttl: timedelta, **key: Any) -> bool:
 
 
 class LeaseHeartbeat:
-    """Calls `renew` every `every` seconds on a thread of its own until stopped or `renew` answers
-    False (the lease is no longer the holder's: whoever holds it decides what that means). The thread
-    has its own database connection and closes it when it ends; stopping never waits for it."""
+    """Calls `renew` every `every` seconds until stopped or `renew` answers False (the lease is no
+    longer the holder's: whoever holds it decides what that means). Every heartbeat of the process
+    beats on one thread (`_Beats`), started with the first and kept: starting a heartbeat costs a turn
+    no thread of its own. That thread gives its database connection back after each round of renewals
+    (or keeps it, BUDDY_DB_CONN_MAX_AGE). Stopping never waits for a renewal under way."""
 
     def __init__(self, renew: Callable[[], bool], *, every: float, name: str = "lease-heartbeat") -> None:
         self.renew = renew
         self.every = every
+        self.name = name
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> LeaseHeartbeat:
-        self.thread.start()
+        _beats.add(self)
         return self
 
     def stop(self) -> None:
         self.stopped.set()
 
-    def _run(self) -> None:
+    def beat(self) -> bool:
+        """One renewal; whether to go on."""
+        if self.stopped.is_set():
+            return False
         try:
-            while not self.stopped.wait(self.every):
-                try:
-                    if not self.renew():
-                        return
-                except Exception:  # a busy database: the next beat tries again, well within the lease
-                    logger.warning("could not renew a lease", exc_info=True)
-        finally:
-            connection.close()
+            return bool(self.renew()) and not self.stopped.is_set()
+        except Exception:  # a busy database: the next beat tries again, well within the lease
+            logger.warning("could not renew a lease (%s)", self.name, exc_info=True)
+            return not self.stopped.is_set()
+
+
+class _Beats:
+    """The one thread that runs every LeaseHeartbeat of the process, each when it is due (a heap by
+    time). It waits on a condition while none is due, so an idle process spends nothing on it."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Condition(threading.Lock())
+        self.due: list[tuple[float, int, LeaseHeartbeat]] = []
+        self.order = itertools.count()  # ties on the time: first come, first renewed
+        self.thread: threading.Thread | None = None
+
+    def add(self, heartbeat: LeaseHeartbeat) -> None:
+        with self.ready:
+            heapq.heappush(self.due, (time.monotonic() + heartbeat.every, next(self.order), heartbeat))
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="lease-heartbeats", daemon=True)
+                self.thread.start()
+            elif self.due[0][2] is heartbeat:
+                self.ready.notify()  # due before the one the thread waits for
+
+    def _next(self) -> list[LeaseHeartbeat]:
+        """Wait until some heartbeats are due; take them (stopped ones are dropped on the way)."""
+        with self.ready:
+            while True:
+                while self.due and self.due[0][2].stopped.is_set():
+                    heapq.heappop(self.due)
+                if not self.due:
+                    self.ready.wait()
+                    continue
+                now = time.monotonic()
+                if self.due[0][0] > now:
+                    self.ready.wait(self.due[0][0] - now)
+                    continue
+                taken = []
+                while self.due and self.due[0][0] <= now:
+                    taken.append(heapq.heappop(self.due)[2])
+                return taken
+
+    def _run(self) -> None:
+        while True:
+            taken = self._next()
+            try:
+                again = [heartbeat for heartbeat in taken if heartbeat.beat()]
+            finally:
+                close_old_connections()  # a pooled connection goes back; a broken one is not kept
+            with self.ready:
+                for heartbeat in again:
+                    heapq.heappush(self.due, (time.monotonic() + heartbeat.every, next(self.order), heartbeat))
+
+    def forget(self) -> None:
+        """In a child process right after `fork()`: the parent's thread and lock are not the child's."""
+        self.ready = threading.Condition(threading.Lock())
+        self.due = []
+        self.thread = None
+
+
+_beats = _Beats()
+os.register_at_fork(after_in_child=_beats.forget)

@@ -33,7 +33,7 @@ def database_url(settings_dict: dict[str, Any]) -> str:
         if name in {"", ":memory:"} or name.startswith("file:"):
             raise RuntimeError("a server process needs a file SQLite test database")
         return f"sqlite:///{name}"
-    if engine.startswith("django.db.backends.postgresql"):
+    if engine.startswith("django.db.backends.postgresql") or engine == "buddy.postgresql":
         user = settings_dict.get("USER") or ""
         password = settings_dict.get("PASSWORD") or ""
         auth = ""

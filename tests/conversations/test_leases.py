@@ -3,12 +3,22 @@ lease kept in a row of its own (memory's summary leases)."""
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
-from conversations.leases import lease_release, lease_renew, lease_row_take, lease_take, lease_take_returning
+from conversations.leases import (
+    LeaseHeartbeat,
+    lease_release,
+    lease_renew,
+    lease_row_take,
+    lease_take,
+    lease_take_returning,
+)
 from conversations.models import Session
 from memory.models import SummaryLease
 
@@ -92,3 +102,61 @@ def test_a_lease_row_is_held_until_it_expires_or_is_deleted(session):
 
     SummaryLease.objects.filter(session_id=session.pk).delete()  # released
     assert lease_row_take(SummaryLease, ttl=TTL, session_id=session.pk)
+
+
+
+def _wait_until(condition: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_every_heartbeat_beats_on_one_thread_never_before_its_time():
+    """A heartbeat costs no thread of its own: all of a process's renew on one, each every `every`."""
+    beats: dict[str, list[float]] = {"fast": [], "slow": []}
+    threads: set[str] = set()
+
+    def renew(name: str) -> bool:
+        beats[name].append(time.monotonic())
+        threads.add(threading.current_thread().name)
+        return True
+
+    started = time.monotonic()
+    fast = LeaseHeartbeat(lambda: renew("fast"), every=0.05).start()
+    slow = LeaseHeartbeat(lambda: renew("slow"), every=0.2).start()
+    running = threading.active_count()
+    others = [LeaseHeartbeat(lambda: True, every=0.05).start() for _ in range(20)]
+    assert threading.active_count() == running  # twenty more heartbeats, no thread more
+    _wait_until(lambda: len(beats["fast"]) >= 4 and len(beats["slow"]) >= 3)
+    for heartbeat in (fast, slow, *others):
+        heartbeat.stop()
+    assert threads == {"lease-heartbeats"}
+    for name, every in (("fast", 0.05), ("slow", 0.2)):
+        times = [started, *beats[name]]
+        assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= every * 0.95
+
+
+def test_a_heartbeat_ends_when_stopped_or_when_its_lease_is_lost_and_goes_on_after_an_error():
+    calls = {"stopped": 0, "lost": 0, "failing": 0}
+
+    def counted(name: str, answer: bool = True) -> Callable[[], bool]:
+        def renew() -> bool:
+            calls[name] += 1
+            if name == "failing" and calls[name] == 1:
+                raise RuntimeError("database busy")
+            return answer
+
+        return renew
+
+    stopped = LeaseHeartbeat(counted("stopped"), every=0.05).start()
+    LeaseHeartbeat(counted("lost", answer=False), every=0.05).start()
+    failing = LeaseHeartbeat(counted("failing"), every=0.05).start()
+    _wait_until(lambda: calls["stopped"] >= 1 and calls["lost"] >= 1 and calls["failing"] >= 3)
+    stopped.stop()
+    failing.stop()
+    at_stop = dict(calls)
+    time.sleep(0.3)
+    assert calls["stopped"] <= at_stop["stopped"] + 1  # a renewal under way may still end
+    assert calls["failing"] <= at_stop["failing"] + 1
+    assert calls["lost"] == 1  # False: the lease is someone else's, no more renewals
