@@ -36,8 +36,8 @@ def prompt(request: HttpRequest, payload: PromptIn):
     CSRF token 403."""
     user = request.auth  # the user the session cookie or the bearer token authenticated
     key = request.headers.get(IDEMPOTENCY_KEY_HEADER) or None
-    # The turn waits on the model: on a turn thread (agent/threads.py), bounded, never the request's own
-    # thread, which every request has (buddy/handlers.py); this one only waits for it.
+    # The turn waits on the model: on a turn thread (agent/threads.py), bounded, never the request's
+    # thread (buddy/handlers.py), which only waits for it.
     return on_turn_thread_wait(prompt_submit, user=user, text=payload.text, chat=payload.chat, idempotency_key=key)
 
 

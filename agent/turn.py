@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -333,22 +333,30 @@ def _memory_follow(session: Session, result: TurnResult) -> None:
         logger.exception("could not queue the vectors of session %s", session.pk)
 
 
-# A session's summary job queued by this process less than SUMMARY_QUEUED_SECONDS ago is not queued again:
-# the job folds everything due when it runs, so the turns of a burst — all due until it has run —
-# queue one job, not one each. A job that runs in this process (inline task runs) clears the mark.
+# A session's summary job queued by this process less than SUMMARY_QUEUED_SECONDS ago is not queued again
+# at once: the job folds everything due when it runs, so the turns of a burst, all due until it has
+# run, queue one job when the burst starts and one when the span ends, not one each. A job that runs
+# in this process (inline task runs) clears the mark.
 SUMMARY_QUEUED_SECONDS = 10.0
 SUMMARY_QUEUED_KEPT = 10_000
 _summary_queued: dict[int, float] = {}
+_summary_trailing: dict[int, threading.Timer] = {}
 _summary_queued_lock = threading.Lock()
 
 
 def summary_queue(session_id: int) -> bool:
-    """Queue the summary job of a session unless this process queued one in the last
-    SUMMARY_QUEUED_SECONDS that has not run here since. True when queued."""
+    """Queue the summary job of a session now, unless this process queued one in the last
+    SUMMARY_QUEUED_SECONDS that has not run here since: then once when that span ends. True when
+    queued now."""
     now = time.monotonic()
     with _summary_queued_lock:
         queued_at = _summary_queued.get(session_id)
         if queued_at is not None and now - queued_at < SUMMARY_QUEUED_SECONDS:
+            if session_id not in _summary_trailing:
+                timer = threading.Timer(SUMMARY_QUEUED_SECONDS - (now - queued_at), _summary_span_end, [session_id])
+                timer.daemon = True
+                _summary_trailing[session_id] = timer
+                timer.start()
             return False
         if len(_summary_queued) >= SUMMARY_QUEUED_KEPT:
             for old in [key for key, at in _summary_queued.items() if now - at >= SUMMARY_QUEUED_SECONDS]:
@@ -360,6 +368,19 @@ def summary_queue(session_id: int) -> bool:
         summary_queue_forget(session_id)
         raise
     return True
+
+
+def _summary_span_end(session_id: int) -> None:
+    """The span of a job queued at the start of a burst has ended: one job for what the burst left due."""
+    with _summary_queued_lock:
+        _summary_trailing.pop(session_id, None)
+        _summary_queued[session_id] = time.monotonic()
+    try:
+        async_task("agent.tasks.summary_update", session_id, group="summaries")
+    except Exception:
+        logger.exception("could not queue the summary of session %s", session_id)
+    finally:
+        connection.close()  # this timer's thread ends here
 
 
 def summary_queue_forget(session_id: int) -> None:

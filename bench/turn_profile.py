@@ -7,7 +7,8 @@ loop, the turn's thread, Django's request threads) is profiled on its own CPU cl
 functions by cumulative CPU are printed, as milliseconds per turn; the profiler itself slows Python
 code several times over, so read the shares, not the milliseconds. `--clock wall` profiles the
 threads (not the loop) on the wall clock instead: where a turn waits, on the database and the network
-included.
+included (an HTTP request's thread waiting for its turn thread counts that wait too: read the turn's
+functions, not the totals).
 
     .venv/bin/python bench/turn_profile.py [--transport ws|http] [--turns 200] [--postgres]
         [--profile [--clock cpu|wall] [--top 40] [--save PATH]]
@@ -183,6 +184,8 @@ def main() -> None:
     )
     parser.add_argument("--save", metavar="PATH", help="also write the profile to PATH (pstats), with --profile")
     args = parser.parse_args()
+    if (args.save or args.clock != "cpu") and not args.profile:
+        parser.error("--save and --clock go with --profile")
 
     fake = subprocess.Popen([sys.executable, "-c", FAKE.format(root=str(ROOT))], stdout=subprocess.PIPE, text=True)
     try:

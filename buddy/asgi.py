@@ -48,7 +48,7 @@ def _request_thread_done(**kwargs) -> None:
     """Django runs a request's `request_started` receivers and its response's `close()` (a streamed
     response's iteration too) on a thread made for that request, gone after it: its connections are
     closed (given back to the pool) with it, never kept (BUDDY_DB_CONN_MAX_AGE is for the long-lived
-    threads, the request threads of buddy/handlers.py among them)."""
+    threads; the request threads of buddy/handlers.py see to their own)."""
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close()

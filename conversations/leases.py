@@ -7,8 +7,8 @@ expires; renewing it proves the holder is alive. A lease kept in a table of its 
 exists while the lease is held (`lease_row_take`; deleting the row releases it).
 
 A holder whose work may wait long on something else (a model call) keeps its lease with a
-LeaseHeartbeat, renewed every few seconds on the process's heartbeat thread, so the lease can be short
-and a dead holder's work is taken over within seconds (README: Settings, BUDDY_TURN_LEASE_SECONDS).
+LeaseHeartbeat, which renews it every few seconds, so the lease can be short and a dead holder's work
+is taken over within seconds (README: Settings, BUDDY_TURN_LEASE_SECONDS).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Model, Q, QuerySet
 from django.utils import timezone
 
@@ -102,10 +102,13 @@ def lease_row_take(model: type[Model], *, ttl: timedelta, **key: Any) -> bool:
 
 class LeaseHeartbeat:
     """Calls `renew` every `every` seconds until stopped or `renew` answers False (the lease is no
-    longer the holder's: whoever holds it decides what that means). Every heartbeat of the process
-    beats on one thread (`_Beats`), started with the first and kept: starting a heartbeat costs a turn
-    no thread of its own. That thread gives its database connection back after each round of renewals
-    (or keeps it, BUDDY_DB_CONN_MAX_AGE). Stopping never waits for a renewal under way."""
+    longer the holder's: whoever holds it decides what that means).
+
+    Most holders let go before their first renewal is due (a turn whose model answers within seconds),
+    so starting a heartbeat starts no thread: the process's one scheduling thread (`_Beats`) waits for
+    every heartbeat's first beat, and only a heartbeat still running then gets a thread of its own,
+    which renews from then on and closes its database connection when it ends. A renewal that waits
+    on the database therefore holds up its own lease only. Stopping never waits for a renewal."""
 
     def __init__(self, renew: Callable[[], bool], *, every: float, name: str = "lease-heartbeat") -> None:
         self.renew = renew
@@ -120,30 +123,38 @@ class LeaseHeartbeat:
     def stop(self) -> None:
         self.stopped.set()
 
-    def beat(self) -> bool:
+    def _beat(self) -> bool:
         """One renewal; whether to go on."""
-        if self.stopped.is_set():
-            return False
         try:
-            return bool(self.renew()) and not self.stopped.is_set()
+            return bool(self.renew())
         except Exception:  # a busy database: the next beat tries again, well within the lease
             logger.warning("could not renew a lease (%s)", self.name, exc_info=True)
-            return not self.stopped.is_set()
+            return True
+
+    def _run(self) -> None:
+        """On the heartbeat's own thread, from its first beat on."""
+        try:
+            while not self.stopped.is_set() and self._beat() and not self.stopped.wait(self.every):
+                pass
+        finally:
+            connection.close()
 
 
 class _Beats:
-    """The one thread that runs every LeaseHeartbeat of the process, each when it is due (a heap by
-    time). It waits on a condition while none is due, so an idle process spends nothing on it."""
+    """The thread that waits for every heartbeat's first beat (a heap by time) and gives each one still
+    running then a thread of its own. It never touches the database, and waits on a condition while
+    nothing is due."""
 
     def __init__(self) -> None:
         self.ready = threading.Condition(threading.Lock())
         self.due: list[tuple[float, int, LeaseHeartbeat]] = []
-        self.order = itertools.count()  # ties on the time: first come, first renewed
+        self.order = itertools.count()  # ties on the time: first come, first served
         self.thread: threading.Thread | None = None
 
-    def add(self, heartbeat: LeaseHeartbeat) -> None:
+    def add(self, heartbeat: LeaseHeartbeat, delay: float | None = None) -> None:
+        at = time.monotonic() + (heartbeat.every if delay is None else delay)
         with self.ready:
-            heapq.heappush(self.due, (time.monotonic() + heartbeat.every, next(self.order), heartbeat))
+            heapq.heappush(self.due, (at, next(self.order), heartbeat))
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="lease-heartbeats", daemon=True)
                 self.thread.start()
@@ -170,14 +181,14 @@ class _Beats:
 
     def _run(self) -> None:
         while True:
-            taken = self._next()
-            try:
-                again = [heartbeat for heartbeat in taken if heartbeat.beat()]
-            finally:
-                close_old_connections()  # a pooled connection goes back; a broken one is not kept
-            with self.ready:
-                for heartbeat in again:
-                    heapq.heappush(self.due, (time.monotonic() + heartbeat.every, next(self.order), heartbeat))
+            for heartbeat in self._next():
+                if heartbeat.stopped.is_set():
+                    continue
+                try:
+                    threading.Thread(target=heartbeat._run, name=heartbeat.name, daemon=True).start()
+                except Exception:  # no thread to be had now: try again shortly, well within the lease
+                    logger.warning("could not start the heartbeat %s", heartbeat.name, exc_info=True)
+                    self.add(heartbeat, delay=min(heartbeat.every, 0.5))
 
     def forget(self) -> None:
         """In a child process right after `fork()`: the parent's thread and lock are not the child's."""

@@ -36,6 +36,9 @@ def _summary_queue_forgotten():
 
     with turn._summary_queued_lock:
         turn._summary_queued.clear()
+        for timer in turn._summary_trailing.values():
+            timer.cancel()
+        turn._summary_trailing.clear()
 
 
 class FrameCheck:

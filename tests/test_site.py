@@ -135,17 +135,19 @@ async def test_requests_run_on_threads_that_outlive_them_and_keep_their_connecti
     which keeps its database connection (SQLite) or borrows one from psycopg's pool each time
     (PostgreSQL) — never a thread and a new connection made for every request."""
     import threading
+    from concurrent.futures import ThreadPoolExecutor
 
     from asgiref import sync
     from channels.testing import HttpCommunicator
     from django.db import connection, connections
     from django.db.backends.signals import connection_created
 
+    from buddy import handlers
     from buddy.asgi import application
     from conversations.tokens import api_token_create
 
-    from buddy.handlers import request_executor
-
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="buddy-request")
+    monkeypatch.setattr(handlers, "request_executor", lambda: executor)
     token = await sync.sync_to_async(api_token_create)(user=user)
     if connection.vendor == "sqlite":  # the test process closes its connections after use (tests/settings.py)
         monkeypatch.setitem(connections.settings["default"], "CONN_MAX_AGE", 600)
@@ -162,7 +164,8 @@ async def test_requests_run_on_threads_that_outlive_them_and_keep_their_connecti
             assert response["status"] == 200, response["body"]
     finally:
         connection_created.disconnect(on_connection_created)
-        request_executor().submit(connections.close_all).result()  # the one request thread's
+        executor.submit(connections.close_all).result()  # the one request thread's
+        executor.shutdown()
     assert len(set(opened)) == 1 and opened[0].startswith("buddy-request"), opened
     if connection.vendor == "sqlite":
         assert len(opened) == 1  # kept (BUDDY_DB_CONN_MAX_AGE)

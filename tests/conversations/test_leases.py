@@ -104,7 +104,6 @@ def test_a_lease_row_is_held_until_it_expires_or_is_deleted(session):
     assert lease_row_take(SummaryLease, ttl=TTL, session_id=session.pk)
 
 
-
 def _wait_until(condition: Callable[[], bool], timeout: float = 10) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -112,32 +111,74 @@ def _wait_until(condition: Callable[[], bool], timeout: float = 10) -> None:
         time.sleep(0.01)
 
 
-def test_every_heartbeat_beats_on_one_thread_never_before_its_time():
-    """A heartbeat costs no thread of its own: all of a process's renew on one, each every `every`."""
-    beats: dict[str, list[float]] = {"fast": [], "slow": []}
+def _threads_named(prefix: str) -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith(prefix)]
+
+
+@pytest.fixture
+def heartbeats():
+    """Heartbeats a test starts, stopped when it ends whatever happened."""
+    started: list[LeaseHeartbeat] = []
+
+    def start(renew: Callable[[], bool], every: float, name: str) -> LeaseHeartbeat:
+        heartbeat = LeaseHeartbeat(renew, every=every, name=name).start()
+        started.append(heartbeat)
+        return heartbeat
+
+    yield start
+    for heartbeat in started:
+        heartbeat.stop()
+
+
+def test_heartbeats_that_stop_before_their_first_beat_start_no_thread(heartbeats):
+    """A turn whose model answers within seconds costs no thread for its lease's heartbeat."""
+    renewed = []
+    short = [heartbeats(lambda: renewed.append(1) or True, 0.2, f"hb-short-{n}") for n in range(20)]
+    assert _threads_named("hb-short-") == []
+    for heartbeat in short:
+        heartbeat.stop()
+    time.sleep(0.4)
+    assert renewed == [] and _threads_named("hb-short-") == []
+
+
+def test_a_heartbeat_still_running_at_its_first_beat_renews_on_a_thread_of_its_own_never_early(heartbeats):
+    beats: list[float] = []
     threads: set[str] = set()
 
-    def renew(name: str) -> bool:
-        beats[name].append(time.monotonic())
+    def renew() -> bool:
+        beats.append(time.monotonic())
         threads.add(threading.current_thread().name)
         return True
 
     started = time.monotonic()
-    fast = LeaseHeartbeat(lambda: renew("fast"), every=0.05).start()
-    slow = LeaseHeartbeat(lambda: renew("slow"), every=0.2).start()
-    running = threading.active_count()
-    others = [LeaseHeartbeat(lambda: True, every=0.05).start() for _ in range(20)]
-    assert threading.active_count() == running  # twenty more heartbeats, no thread more
-    _wait_until(lambda: len(beats["fast"]) >= 4 and len(beats["slow"]) >= 3)
-    for heartbeat in (fast, slow, *others):
-        heartbeat.stop()
-    assert threads == {"lease-heartbeats"}
-    for name, every in (("fast", 0.05), ("slow", 0.2)):
-        times = [started, *beats[name]]
-        assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= every * 0.95
+    heartbeats(renew, 0.1, "hb-long")
+    _wait_until(lambda: len(beats) >= 3)
+    assert threads == {"hb-long"}
+    times = [started, *beats]
+    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.095
 
 
-def test_a_heartbeat_ends_when_stopped_or_when_its_lease_is_lost_and_goes_on_after_an_error():
+def test_a_renewal_stuck_on_the_database_holds_up_its_own_lease_only(heartbeats):
+    stuck, others = threading.Event(), []
+
+    def blocked() -> bool:
+        stuck.wait(10)
+        return True
+
+    heartbeats(blocked, 0.05, "hb-stuck")
+    heartbeats(lambda: others.append(1) or True, 0.05, "hb-other")
+    _wait_until(lambda: len(others) >= 5)
+    stuck.set()
+
+
+def test_a_heartbeat_due_sooner_than_the_one_waited_for_beats_on_time(heartbeats):
+    beats = []
+    heartbeats(lambda: True, 30, "hb-later")
+    heartbeats(lambda: beats.append(1) or True, 0.05, "hb-sooner")
+    _wait_until(lambda: beats, timeout=5)  # not after the 30 s the scheduler was waiting for
+
+
+def test_a_heartbeat_ends_when_stopped_or_when_its_lease_is_lost_and_goes_on_after_an_error(heartbeats):
     calls = {"stopped": 0, "lost": 0, "failing": 0}
 
     def counted(name: str, answer: bool = True) -> Callable[[], bool]:
@@ -149,9 +190,9 @@ def test_a_heartbeat_ends_when_stopped_or_when_its_lease_is_lost_and_goes_on_aft
 
         return renew
 
-    stopped = LeaseHeartbeat(counted("stopped"), every=0.05).start()
-    LeaseHeartbeat(counted("lost", answer=False), every=0.05).start()
-    failing = LeaseHeartbeat(counted("failing"), every=0.05).start()
+    stopped = heartbeats(counted("stopped"), 0.05, "hb-stopped")
+    heartbeats(counted("lost", answer=False), 0.05, "hb-lost")
+    failing = heartbeats(counted("failing"), 0.05, "hb-failing")
     _wait_until(lambda: calls["stopped"] >= 1 and calls["lost"] >= 1 and calls["failing"] >= 3)
     stopped.stop()
     failing.stop()
@@ -160,3 +201,4 @@ def test_a_heartbeat_ends_when_stopped_or_when_its_lease_is_lost_and_goes_on_aft
     assert calls["stopped"] <= at_stop["stopped"] + 1  # a renewal under way may still end
     assert calls["failing"] <= at_stop["failing"] + 1
     assert calls["lost"] == 1  # False: the lease is someone else's, no more renewals
+    assert _threads_named("hb-stopped") == _threads_named("hb-lost") == []
