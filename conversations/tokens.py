@@ -12,6 +12,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from conversations.models import ApiToken
+from conversations.prepared import PreparedQuery
 
 TOKEN_PREFIX = "bdy_"
 LAST_USED_RESOLUTION_SECONDS = 60  # a write per request would serialise SQLite
@@ -28,9 +29,17 @@ def api_token_create(*, user: AbstractBaseUser) -> str:
     return token
 
 
+# A token's row with its user, by the token's hash: every bearer request's first read.
+_TOKEN_OF_HASH = PreparedQuery(
+    lambda key_hash: ApiToken.objects.select_related("user").filter(key_hash=key_hash).order_by("pk")[:1],
+    key_hash=str,
+)
+
+
 def api_token_user(*, token: str) -> AbstractBaseUser | None:
     """The active user a token belongs to, or None; notes when it was last used (to the minute)."""
-    api_token = ApiToken.objects.select_related("user").filter(key_hash=token_hash(token)).first()
+    found = _TOKEN_OF_HASH.rows(key_hash=token_hash(token))
+    api_token = found[0] if found else None
     if api_token is None or not api_token.user.is_active:
         return None
     now = timezone.now()
