@@ -17,7 +17,7 @@ from agent.llm import ModelError, model_client
 from agent.models import IdempotencyKey, ScheduledRun
 from agent.schedules import schedule_claim_due
 from agent.submit import prompt_session
-from agent.turn import TurnRunning, summary_queue_forget, turn_run
+from agent.turn import TurnRunning, summary_bursts, turn_run
 from conversations.errors import DomainError
 from conversations.leases import LeaseHeartbeat, lease_release, lease_renew, lease_take
 from conversations.models import ModelCall, Session
@@ -151,7 +151,7 @@ def summary_update(session_id: int, attempt: int = 1) -> str:
     """The summary job, queued after a turn when memory says a summary is due (agent.turn): memory
     folds what the window dropped into the chat's summary (memory.summaries.summary_update), written
     by BUDDY_SUMMARY_MODEL. A failed model call is retried with backoff, up to SUMMARY_ATTEMPTS."""
-    summary_queue_forget(session_id)  # run inline, in the process that queued it (agent.turn.summary_queue)
+    summary_bursts.forget(session_id)  # run inline, in the process that queued it
     try:
         return summaries.summary_update(session_id=session_id, summarise=_summarise)
     except ModelError as exc:

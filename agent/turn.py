@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django_q.tasks import async_task
 
@@ -29,6 +29,7 @@ from agent.llm import ModelError, ModelReply, model_client
 from agent.prompt import model_for, request_build
 from agent.threads import turn_slot_lent
 from agent.tools import tool_round_run
+from conversations.bursts import Bursts
 from conversations.connections import connection_lend_back
 from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
 from conversations.errors import DomainError, InvalidInput
@@ -324,7 +325,7 @@ def _memory_follow(session: Session, result: TurnResult) -> None:
             else summary_is_due(session=session)
         )
         if due:
-            summary_queue(session.pk)
+            summary_bursts.schedule(session.pk)
     except Exception:
         logger.exception("could not queue the summary of session %s", session.pk)
     try:
@@ -333,60 +334,14 @@ def _memory_follow(session: Session, result: TurnResult) -> None:
         logger.exception("could not queue the vectors of session %s", session.pk)
 
 
-# A session's summary job queued by this process less than SUMMARY_QUEUED_SECONDS ago is not queued again
-# at once: the job folds everything due when it runs, so the turns of a burst, all due until it has
-# run, queue one job when the burst starts and one when the span ends, not one each. A job that runs
-# in this process (inline task runs) clears the mark.
-SUMMARY_QUEUED_SECONDS = 10.0
-SUMMARY_QUEUED_KEPT = 10_000
-_summary_queued: dict[int, float] = {}
-_summary_trailing: dict[int, threading.Timer] = {}
-_summary_queued_lock = threading.Lock()
-
-
-def summary_queue(session_id: int) -> bool:
-    """Queue the summary job of a session now, unless this process queued one in the last
-    SUMMARY_QUEUED_SECONDS that has not run here since: then once when that span ends. True when
-    queued now."""
-    now = time.monotonic()
-    with _summary_queued_lock:
-        queued_at = _summary_queued.get(session_id)
-        if queued_at is not None and now - queued_at < SUMMARY_QUEUED_SECONDS:
-            if session_id not in _summary_trailing:
-                timer = threading.Timer(SUMMARY_QUEUED_SECONDS - (now - queued_at), _summary_span_end, [session_id])
-                timer.daemon = True
-                _summary_trailing[session_id] = timer
-                timer.start()
-            return False
-        if len(_summary_queued) >= SUMMARY_QUEUED_KEPT:
-            for old in [key for key, at in _summary_queued.items() if now - at >= SUMMARY_QUEUED_SECONDS]:
-                del _summary_queued[old]
-        _summary_queued[session_id] = now
-    try:
-        async_task("agent.tasks.summary_update", session_id, group="summaries")
-    except BaseException:
-        summary_queue_forget(session_id)
-        raise
-    return True
-
-
-def _summary_span_end(session_id: int) -> None:
-    """The span of a job queued at the start of a burst has ended: one job for what the burst left due."""
-    with _summary_queued_lock:
-        _summary_trailing.pop(session_id, None)
-        _summary_queued[session_id] = time.monotonic()
-    try:
-        async_task("agent.tasks.summary_update", session_id, group="summaries")
-    except Exception:
-        logger.exception("could not queue the summary of session %s", session_id)
-    finally:
-        connection.close()  # this timer's thread ends here
-
-
-def summary_queue_forget(session_id: int) -> None:
-    """The session's summary job runs: the next turn that finds a summary due queues one again."""
-    with _summary_queued_lock:
-        _summary_queued.pop(session_id, None)
+# A chat's summary job, once per burst of its turns (conversations.bursts): while a summary is due,
+# every turn finds it due until the job has run, and the job folds everything due when it runs. A job
+# that runs in this process (inline task runs) lets the next due turn queue one at once (agent.tasks).
+summary_bursts = Bursts(
+    lambda session_id: async_task("agent.tasks.summary_update", session_id, group="summaries"),
+    span=10.0,
+    name="summary",
+)
 
 
 def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool) -> TurnResult:

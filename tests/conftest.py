@@ -28,17 +28,15 @@ def _semantic_windows_forgotten():
 
 
 @pytest.fixture(autouse=True)
-def _summary_queue_forgotten():
-    """The summary jobs this process queued lately are kept per session id (agent.turn.summary_queue);
-    a test database reuses ids, so every test starts with none queued."""
+def _bursts_forgotten():
+    """The summary and vector jobs this process queued lately are kept per session id
+    (conversations.bursts); a test database reuses ids, so every test starts with none queued."""
     yield
-    from agent import turn
+    from agent.turn import summary_bursts
+    from memory.semantic import _vector_bursts
 
-    with turn._summary_queued_lock:
-        turn._summary_queued.clear()
-        for timer in turn._summary_trailing.values():
-            timer.cancel()
-        turn._summary_trailing.clear()
+    summary_bursts.clear()
+    _vector_bursts.clear()
 
 
 class FrameCheck:

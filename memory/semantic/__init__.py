@@ -38,6 +38,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection, transaction
 
+from conversations.bursts import Bursts
 from conversations.leases import lease_row_take
 from conversations.models import Message
 from conversations.window.selectors import session_messages_since
@@ -210,50 +211,19 @@ def index_count(*, session_id: int, added: int) -> None:
         VectorIndex.objects.filter(session_id=session_id).update(indexed=F("indexed") + added)
 
 
-# A chat's turns come in bursts; one job per burst indexes them all. Per process: session id → when its
-# last job was queued, and the sessions with a turn since, whose job is queued when the burst ends.
-VECTORS_BURST_SECONDS = 5.0
-_bursts: dict[int, float] = {}
-_bursts_trailing: set[int] = set()
-_bursts_lock = threading.Lock()
+# A chat's turns come in bursts; one job per burst indexes them all (conversations.bursts).
+_vector_bursts = Bursts(lambda session_id: _vectors_queue(session_id), span=5.0, name="vector")
 
 
 def vectors_schedule(*, session_id: int) -> None:
-    """Queue the vector job of a session (after each turn, after an import): at once when none was queued
-    for it in the last VECTORS_BURST_SECONDS, else once when that span ends — one job for a burst of
+    """Queue the vector job of a session (after each turn, after an import): one job for a burst of
     turns, and always one after its last turn. (Inline task runs, as in the tests, queue at once.)"""
     if not enabled():
         return
     if settings.Q_CLUSTER.get("sync"):
         _vectors_queue(session_id)
         return
-    now = time.monotonic()
-    with _bursts_lock:
-        queued_at = _bursts.get(session_id)
-        if queued_at is not None and now - queued_at < VECTORS_BURST_SECONDS:
-            if session_id not in _bursts_trailing:
-                _bursts_trailing.add(session_id)
-                timer = threading.Timer(VECTORS_BURST_SECONDS - (now - queued_at), _burst_end, args=(session_id,))
-                timer.daemon = True
-                timer.start()
-            return
-        if len(_bursts) > 10_000:
-            for old in [key for key, at in _bursts.items() if now - at >= VECTORS_BURST_SECONDS]:
-                del _bursts[old]
-        _bursts[session_id] = now
-    _vectors_queue(session_id)
-
-
-def _burst_end(session_id: int) -> None:
-    with _bursts_lock:
-        _bursts_trailing.discard(session_id)
-        _bursts[session_id] = time.monotonic()
-    try:
-        _vectors_queue(session_id)
-    except Exception:
-        logger.exception("could not queue the vectors of session %s", session_id)
-    finally:
-        connection.close()  # this timer's thread ends here
+    _vector_bursts.schedule(session_id)
 
 
 def _vectors_queue(session_id: int) -> None:

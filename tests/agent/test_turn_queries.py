@@ -194,14 +194,14 @@ def test_the_turns_of_a_burst_queue_one_summary_job_at_its_start_and_one_at_its_
     user, plain_turns, settings, monkeypatch
 ):
     """While a summary is due, every turn finds it due: a burst of turns queues the job with its first
-    turn, and once more when SUMMARY_QUEUED_SECONDS have passed (for what the burst left due); a job
+    turn, and once more when the span (conversations.bursts) has passed (for what the burst left due); a job
     that has run lets the next due turn queue one at once."""
     import agent.turn
     from agent.tasks import summary_update
     from conversations.models import Session
 
     settings.BUDDY_WINDOW_ROWS = 6
-    monkeypatch.setattr(agent.turn, "SUMMARY_QUEUED_SECONDS", 4.0)
+    monkeypatch.setattr(agent.turn.summary_bursts, "span", 4.0)
     queued: list[int] = []
     monkeypatch.setattr(agent.turn, "async_task", lambda name, session_id, **options: queued.append(session_id))
     due = []

@@ -10,10 +10,7 @@ from memory import semantic
 def test_a_burst_of_turns_queues_one_job_then_one_when_it_ends(settings, monkeypatch):
     settings.BUDDY_SEMANTIC_SEARCH = "on"
     settings.Q_CLUSTER = {**settings.Q_CLUSTER, "sync": False}
-    monkeypatch.setattr(semantic, "VECTORS_BURST_SECONDS", 0.5)
-    monkeypatch.setattr(semantic, "_bursts", {})
-    monkeypatch.setattr(semantic, "_bursts_trailing", set())
-    monkeypatch.setattr(semantic.connection, "close", lambda: None)
+    monkeypatch.setattr(semantic._vector_bursts, "span", 0.5)
     queued: list[int] = []
     trailing = threading.Event()
 
