@@ -174,7 +174,7 @@ export class ChatList {
     }
   }
 
-  /** Puts `rows` in the list in order, moving as few of the rows already there as it can. */
+  /** Puts `rows` in the list in order: a row already in its place stays untouched. */
   arrange(rows) {
     const list = this.dom.list;
     const keep = new Set(rows);
