@@ -17,9 +17,10 @@ without contending, and the throughput stays that of the one core the interprete
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -30,6 +31,8 @@ from django.db import close_old_connections, connection
 from realtime.push import group_sends_handed_off
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 _held = threading.local()
 
@@ -97,5 +100,41 @@ async def on_turn_thread(function: Callable[..., T], /, *args: Any, **kwargs: An
 def on_turn_thread_wait(function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """`function(*args, **kwargs)` run on a turn thread, waited for from a sync view on its request's
     thread (buddy/handlers.py): no trip through the event loop. Its frames are handed to the loop as
-    on_turn_thread's are (buddy/asgi.py sets that up for every HTTP request)."""
-    return turn_executor().submit(_closing, function, *args, **kwargs).result()
+    on_turn_thread's are (buddy/asgi.py sets that up for every HTTP request). The view has its answer
+    as soon as `function` returns: what `function` left for after its answer (`after_answer`) runs on
+    the turn thread meanwhile."""
+    answer: Future[T] = Future()
+    turn_executor().submit(_closing, _answering, answer, function, *args, **kwargs)
+    return answer.result()
+
+
+def after_answer(job: Callable[[], None]) -> None:
+    """Run `job` once whoever waits for this thread's work has its answer: a turn's follow-up work
+    (its search documents, its memory jobs) that the answer need not wait for. On a turn thread an HTTP
+    request waits for (on_turn_thread_wait), after the answer, on the same thread and turn slot; anywhere
+    else, now. A failing job is logged."""
+    jobs = getattr(_held, "after_answer", None)
+    if jobs is None:
+        _run(job)
+    else:
+        jobs.append(job)
+
+
+def _answering(answer: Future[T], function: Callable[..., T], /, *args: Any, **kwargs: Any) -> None:
+    _held.after_answer = []
+    try:
+        try:
+            answer.set_result(function(*args, **kwargs))
+        except BaseException as error:
+            answer.set_exception(error)
+        for job in _held.after_answer:
+            _run(job)
+    finally:
+        _held.after_answer = None
+
+
+def _run(job: Callable[[], None]) -> None:
+    try:
+        job()
+    except Exception:
+        logger.exception("a turn's follow-up work failed")

@@ -17,7 +17,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -27,7 +27,7 @@ from django_q.tasks import async_task
 
 from agent.llm import ModelError, ModelReply, model_client
 from agent.prompt import model_for, request_build
-from agent.threads import turn_slot_lent
+from agent.threads import after_answer, turn_slot_lent
 from agent.tools import tool_round_run
 from conversations.bursts import Bursts
 from conversations.connections import connection_lend_back
@@ -92,6 +92,8 @@ class TurnResult:
     cancelled: bool = False
     used_tools: bool = True  # False only when this run archived the whole turn and called no tool
     last_call: _LastCall | None = None
+    # Archived without their search documents, which turn_run writes once the reply is out.
+    unindexed: list[Message] = field(default_factory=list)
 
 
 def prompt_check(text: str) -> None:
@@ -275,14 +277,20 @@ def turn_run(
     except BaseException:
         turn_lease_release(session=session, lease_id=lease_id)
         raise
-    turn_lease_release(session=session, lease_id=lease_id)
-    # After the release: a client that answers the reply at once must not hit its own lease (TurnRunning).
-    # Sources come from memory tools' results: a turn that called no tool has none to look up.
-    sources = turn_sources(session=session, reply_id=result.message_id) if result.used_tools else []
-    # The user's chat lists heard of this turn with its prompt (one `chats_changed` a turn); the tab that
-    # sent it reads the list again on the reply.
-    push_frame(session, AssistantMessageFrame(text=result.reply, message_id=result.message_id, sources=sources))
-    _memory_follow(session, result)
+    try:
+        turn_lease_release(session=session, lease_id=lease_id)
+        # After the release: a client that answers the reply at once must not hit its own lease
+        # (TurnRunning). Sources come from memory tools' results: a turn that called no tool has none.
+        sources = turn_sources(session=session, reply_id=result.message_id) if result.used_tools else []
+        # The user's chat lists heard of this turn with its prompt (one `chats_changed` a turn); the tab
+        # that sent it reads the list again on the reply.
+        push_frame(session, AssistantMessageFrame(text=result.reply, message_id=result.message_id, sources=sources))
+    except BaseException:
+        _index(session, result.unindexed)
+        raise
+    # The reply's search documents (and the prompt's, when they waited for it) and the memory jobs, once
+    # the reply is out: to the sockets, and to the HTTP request waiting for it (agent.threads).
+    after_answer(lambda: (_index(session, result.unindexed), _memory_follow(session, result)))
     return result
 
 
@@ -346,16 +354,26 @@ summary_bursts = Bursts(
 
 def _turn_loop(*, session: Session, prompt: Message, lease_id: str, fresh: bool) -> TurnResult:
     """`fresh`: the prompt was archived by this run (so the newest messages are known here), and is
-    indexed with the first message the turn archives after it — or at the end, when none comes."""
+    indexed with the first message the turn archives after it that calls a tool, or else with the
+    turn's final reply, after it is out (turn_run). A turn that fails indexes what it left here."""
     unindexed = [prompt] if fresh else []
     try:
-        return _turn_steps(session=session, prompt=prompt, lease_id=lease_id, fresh=fresh, unindexed=unindexed)
-    finally:
-        if unindexed:
-            try:
-                messages_index(messages=unindexed)
-            except Exception:  # the next message's indexer takes it along (conversations.services)
-                logger.exception("could not index the prompt of session %s", session.pk)
+        result = _turn_steps(session=session, prompt=prompt, lease_id=lease_id, fresh=fresh, unindexed=unindexed)
+    except BaseException:
+        _index(session, unindexed)
+        raise
+    result.unindexed = unindexed
+    return result
+
+
+def _index(session: Session, messages: list[Message]) -> None:
+    """Write the search documents of messages archived with `index_later`; never fails a turn: a
+    message left without them is indexed by the next message's indexer (conversations.services)."""
+    if messages:
+        try:
+            messages_index(messages=messages)
+        except Exception:
+            logger.exception("could not index messages of session %s", session.pk)
 
 
 def _turn_steps(
@@ -407,16 +425,20 @@ def _turn_steps(
         content = _archivable(reply)
         if not content:
             break
-        last_message = message_append(
-            session=session, role="assistant", content=content, unindexed=unindexed[0] if unindexed else None
-        )
-        unindexed.clear()
+        tool_uses = [block for block in content if block.get("type") == "tool_use"]
+        if tool_uses:  # its tools' results are archived next, as its neighbours: indexed now
+            last_message = message_append(
+                session=session, role="assistant", content=content, unindexed=unindexed[0] if unindexed else None
+            )
+            unindexed.clear()
+        else:  # the final reply: indexed once it is out (turn_run)
+            last_message = message_append(session=session, role="assistant", content=content, index_later=True)
+            unindexed.append(last_message)
         last_call.added_tokens += last_message.tokens
         last_call.added_rows += 1
         said = text_of(content)
         if said:
             spoken.append(said)
-        tool_uses = [block for block in content if block.get("type") == "tool_use"]
         if not tool_uses:
             break
         for block in tool_uses:

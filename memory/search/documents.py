@@ -1,6 +1,7 @@
 """The search documents of archived messages (memory.models.SearchDocument): written with each batch
 of messages the archive stores (conversations.services.message_indexing_register, memory/apps.py), in
-the same transaction; the index triggers of each database (memory.search.sqlite, .postgres) read
+the same transaction, or for messages archived to be indexed later (a turn's prompt and final reply),
+in a batch of their own; the index triggers of each database (memory.search.sqlite, .postgres) read
 them."""
 
 from __future__ import annotations
@@ -103,4 +104,7 @@ def documents_write(messages: list[Message], *, after: Message | None = None) ->
         message.search_terms_written = terms  # what a later `after` reuses
         current = _Neighbour(message.pk, terms)
         neighbours[message.session_id] = (current, current if message.is_turn_start else turn_start)
-    SearchDocument.objects.bulk_create(documents)
+    # A message is indexed once: one that another process indexed meanwhile (a turn's reply is indexed
+    # after it is out, and the next message's indexer takes along any it finds without documents) keeps
+    # its documents, and the index triggers see only the rows inserted.
+    SearchDocument.objects.bulk_create(documents, ignore_conflicts=True)

@@ -230,3 +230,29 @@ def _wait_until(condition, timeout: float = 10) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+def test_the_reply_goes_out_before_its_search_documents_are_written(user, plain_turns, monkeypatch):
+    """Writing the search documents of the prompt and the reply (and the index behind them) does not
+    hold up the `assistant_message` frame; they are written before the turn returns."""
+    import agent.turn
+    from memory.models import SearchDocument
+    from realtime.frames import AssistantMessageFrame
+
+    prompt_submit(user=user, text="the chat's first turn", chat=CHAT)
+    first_turn = set(Message.objects.values_list("id", flat=True))
+    documents_when_pushed = []
+    push = agent.turn.push_frame
+
+    def pushed(session, frame):
+        if isinstance(frame, AssistantMessageFrame):
+            documents_when_pushed.append(set(SearchDocument.objects.values_list("message_id", flat=True)))
+        push(session, frame)
+
+    monkeypatch.setattr(agent.turn, "push_frame", pushed)
+    prompt_submit(user=user, text="and a second one", chat=CHAT)
+    assert documents_when_pushed == [first_turn]
+    assert set(SearchDocument.objects.values_list("message_id", flat=True)) == set(
+        Message.objects.values_list("id", flat=True)
+    )
+    assert Message.objects.count() == 4

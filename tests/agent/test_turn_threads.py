@@ -102,3 +102,47 @@ def test_turns_waiting_on_the_model_lend_their_slots(slow_model, user):
             for turn in turns:
                 turn.join(WAIT)
     assert answers == [200] * TURN_THREADS
+
+
+def test_a_view_has_its_answer_before_the_work_left_for_after_it():
+    """on_turn_thread_wait answers as soon as the function returns; what the function left for after
+    its answer (agent.threads.after_answer) runs then, on the same turn thread. Elsewhere, such work runs
+    at once; a failing one is logged and breaks nothing."""
+    from agent.threads import after_answer, on_turn_thread_wait
+
+    started, release, done, threads = threading.Event(), threading.Event(), threading.Event(), []
+
+    def follow_up() -> None:
+        threads.append(threading.current_thread().name)
+        started.set()
+        assert release.wait(WAIT)
+        done.set()
+
+    def work() -> str:
+        threads.append(threading.current_thread().name)
+        after_answer(lambda: 1 / 0)
+        after_answer(follow_up)
+        return "answer"
+
+    assert on_turn_thread_wait(work) == "answer"
+    assert started.wait(WAIT) and not done.is_set()  # the answer came while the follow-up was held
+    release.set()
+    assert done.wait(WAIT)
+    assert threads[0] == threads[1] and threads[0].startswith("buddy-turn")
+    ran = []
+    after_answer(lambda: ran.append(threading.current_thread().name))  # not on a turn thread: now
+    assert ran == [threading.current_thread().name]
+
+
+def test_a_failing_function_answers_its_view_with_its_error():
+    from agent.threads import after_answer, on_turn_thread_wait
+
+    ran = threading.Event()
+
+    def failing() -> None:
+        after_answer(ran.set)
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):
+        on_turn_thread_wait(failing)
+    assert ran.wait(WAIT)  # what it left for after its answer still runs

@@ -314,6 +314,28 @@ def _assert_postgres_lists_bounded(session_id: int, term: str) -> None:
             assert cursor.fetchone()[0]
 
 
+def test_messages_indexed_twice_keep_one_document_and_count_once(session):
+    """A turn's reply is indexed after it is out, and the next message's indexer takes along any message
+    it finds without documents: both may write the same messages' documents. The second write changes
+    nothing, and the index statistics count each message once."""
+    from conversations.services import message_append, messages_index
+
+    prompt = message_append(session=session, role="user", content="Where do the puffins nest?", index_later=True)
+    reply = message_append(session=session, role="assistant", content="On the cliffs of Mykines.", index_later=True)
+    messages_index(messages=[prompt, reply])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT df FROM memory_search_term WHERE session_id = %s AND term = %s", [session.pk, "puffin"])
+        df = cursor.fetchone()[0]
+    messages_index(messages=[prompt, reply])  # again, as a second indexer would
+    assert SearchDocument.objects.filter(session=session).count() == 2
+    assert ids(search_history(session=session, query="puffins", limit=5)) == [prompt.id, reply.id]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT messages FROM memory_search_session WHERE session_id = %s", [session.pk])
+        assert cursor.fetchone()[0] == 2
+        cursor.execute("SELECT df FROM memory_search_term WHERE session_id = %s AND term = %s", [session.pk, "puffin"])
+        assert cursor.fetchone()[0] == df == 1
+
+
 @pytest.mark.postgres
 def test_postgres_common_terms_are_indexed_in_blocks_and_looked_up_whole(session):
     """On PostgreSQL a term's postings go into id blocks once it is common in the session; a lookup,

@@ -3,14 +3,17 @@ write per refused frame, the socket stays open, and another user's turn still co
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from channels.db import database_sync_to_async
 from django.db.backends import utils as backend_utils
 
 from agent.limits import PromptBucket, RateLimited
+from conversations.models import Message
 from tests.canvas.examples import ADD_EXAMPLES
 from tests.web.test_consumer import apply, login_cookie, opened, stored_state
 from tests.web.test_consumer_turns import frames_until
@@ -43,6 +46,17 @@ def statements() -> Iterator[list[str]]:
         backend_utils.CursorWrapper.execute, backend_utils.CursorWrapper.executemany = execute, executemany
 
 
+async def replies_indexed() -> None:
+    """Wait for what the turns answered so far write after their reply is out: their search documents
+    (agent.turn)."""
+    unindexed = database_sync_to_async(lambda: Message.objects.filter(search_document__isnull=True).exists())
+    for _ in range(400):
+        if not await unindexed():
+            return
+        await asyncio.sleep(0.025)
+    raise AssertionError("the turns' messages were never indexed")
+
+
 def writes(sql: list[str]) -> list[str]:
     return [s for s in sql if s.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))]
 
@@ -66,6 +80,7 @@ async def test_a_prompt_flood_past_the_rate_limit_writes_nothing_and_another_use
         for text in ("one", "two"):
             await flooder.send_json_to({"type": "prompt", "text": text})
             await frames_until(flooder, "assistant_message")
+        await replies_indexed()
         with statements() as sql:
             for index in range(FLOOD):
                 await flooder.send_json_to({"type": "prompt", "text": f"flood {index}"})
@@ -113,6 +128,7 @@ async def test_a_flood_of_answers_past_the_rate_limit_takes_no_lock_and_leaves_t
     async with opened(cookie) as tab:
         await tab.send_json_to({"type": "prompt", "text": "spends the minute's prompt"})
         await frames_until(tab, "assistant_message")
+        await replies_indexed()
         with statements() as sql:
             for _ in range(FLOOD):
                 await tab.send_json_to({"type": "confirmation_response", "id": "go", "confirmed": True})
