@@ -9,6 +9,8 @@ with the rest. The chat's model calls stay for cost reporting with their token c
 session, no prompt id, no error text. Profile notes are the user's, not the chat's: they stay, and a
 link from one to a deleted message is cleared. While the deletion runs it holds the chat's turn lease,
 so no turn starts in a chat half deleted; a chat whose turn is running is refused (TurnRunning). A
+turn's search documents, written right after it has answered and let the lease go, may land meanwhile:
+the batch of messages they refer to is deleted again. A
 deletion cut short (a crash) leaves the chat listed with what was not yet deleted, and deleting it
 again finishes the job.
 """
@@ -22,7 +24,7 @@ from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 from django.utils.text import slugify
@@ -54,15 +56,30 @@ def chat_rename(*, user: AbstractBaseUser, chat: ChatRef, title: str) -> Session
     return session
 
 
+# A batch whose rows gained a referencing row meanwhile is deleted again this many times.
+BATCH_ATTEMPTS = 3
+
+
 def _in_batches(rows, *, action) -> None:
     """Apply `action(ids)` to the primary keys `rows` selects, DELETE_BATCH at a time, each batch in a
-    transaction of its own (a batch read again after each, so `action` must take the rows out of `rows`)."""
+    transaction of its own (a batch read again after each, so `action` must take the rows out of `rows`).
+
+    A batch is tried again when its commit finds a row that references a row it deleted, written
+    meanwhile by another transaction: the search documents of a turn that has answered and released
+    the chat's lease, written just after (agent.turn; PostgreSQL checks the reference at the commit).
+    Tried again, the deletion sees and deletes them too."""
     while True:
         ids = list(rows.order_by("pk").values_list("pk", flat=True)[:DELETE_BATCH])
         if not ids:
             return
-        with transaction.atomic():
-            action(ids)
+        for attempt in range(1, BATCH_ATTEMPTS + 1):
+            try:
+                with transaction.atomic():
+                    action(ids)
+                break
+            except IntegrityError:
+                if attempt == BATCH_ATTEMPTS:
+                    raise
 
 
 def chat_delete(*, user: AbstractBaseUser, chat: ChatRef) -> None:

@@ -20,7 +20,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -104,8 +104,19 @@ def on_turn_thread_wait(function: Callable[..., T], /, *args: Any, **kwargs: Any
     as soon as `function` returns: what `function` left for after its answer (`after_answer`) runs on
     the turn thread meanwhile."""
     answer: Future[T] = Future()
-    turn_executor().submit(_closing, _answering, answer, function, *args, **kwargs)
+    run = turn_executor().submit(_closing, _answering, answer, function, *args, **kwargs)
+    run.add_done_callback(lambda run: _answer_failure(answer, run))
     return answer.result()
+
+
+def _answer_failure(answer: Future, run: Future) -> None:
+    """What failed on the turn thread before `function` could answer (taking a slot) answers the view."""
+    if answer.done():
+        return
+    if run.cancelled():  # the pool shut down before the turn started
+        answer.set_exception(CancelledError())
+    elif run.exception() is not None:
+        answer.set_exception(run.exception())
 
 
 def after_answer(job: Callable[[], None]) -> None:

@@ -296,7 +296,8 @@ def turn_run(
 
 def _prompt_archive(session: Session, *, text: str, kind: str, on_prompt: Callable[[Message], None] | None) -> Message:
     """Archive a new prompt under the turn's lease. Its search document waits for the turn's first
-    reply, which writes both in one batch (`index_later`; _turn_loop)."""
+    message that calls a tool, or else for its final reply, and is written in one batch with it
+    (`index_later`; _turn_loop, turn_run)."""
     prompt = message_append(session=session, role="user", content=text, index_later=True)
     session_title_from_prompt(session=session, prompt=prompt)
     push_frame_on_commit(session, UserMessageFrame(text=text, message_id=prompt.id, kind=kind))

@@ -29,7 +29,8 @@ AUTO_TITLE_CHARS = 60
 
 
 # Called with every batch of messages just archived, in order, inside the transaction that wrote
-# them (or, for a message archived with `index_later`, that of the next message): how other apps index
+# them (or, for messages archived with `index_later`, that of the next message, or a transaction of
+# their own: `messages_index`, which a turn runs once its reply is out): how other apps index
 # what the archive stores without the archive knowing them (memory registers its search documents at
 # start-up, memory/apps.py). `after`, when the caller knows it: the message the batch follows in its
 # session, just archived by the caller (nothing need be read). An indexer meeting an archived message

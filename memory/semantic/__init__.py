@@ -33,6 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from itertools import takewhile
 
 import numpy as np
 from django.conf import settings
@@ -119,23 +120,29 @@ def vectors_update(session_id: int) -> int:
             .first()
             or ""
         )
-        written, deadline = 0, time.monotonic() + JOB_SECONDS
+        written, deadline, unindexed = 0, time.monotonic() + JOB_SECONDS, False
         while rows := list(
             Message.objects.filter(session_id=session_id, id__gt=newest)
             .order_by("id")
             .annotate(text=MESSAGE_TEXT)
-            .values_list("id", "text")[:BATCH]
+            .values_list("id", "text", "search_document__message_id")[:BATCH]
         ):
-            _write(session_id, rows, previous_text)
-            written += len(rows)
-            newest, previous_text = rows[-1]
-            if time.monotonic() > deadline:
+            # A message's text comes from its search document: one archived without it yet (a turn's
+            # reply, indexed once it is out) stops the job, whose indexing queues the next one.
+            indexed = list(takewhile(lambda row: row[2] is not None, rows))
+            unindexed = len(indexed) < len(rows)
+            if indexed:
+                texts = [(message_id, text) for message_id, text, _ in indexed]
+                _write(session_id, texts, previous_text)
+                written += len(texts)
+                newest, previous_text = texts[-1]
+            if unindexed or time.monotonic() > deadline:
                 break  # a long backlog (an import) goes on in a new job, inside the engine's timeout
     finally:
         _lease_release(session_id)
     # A message that came after the last batch, while this job held the lease, saw its own job return
     # at once: queue one for it.
-    if Message.objects.filter(session_id=session_id, id__gt=newest).exists():
+    if not unindexed and Message.objects.filter(session_id=session_id, id__gt=newest).exists():
         vectors_schedule(session_id=session_id)
     return written
 

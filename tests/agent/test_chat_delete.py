@@ -230,3 +230,32 @@ def test_every_table_of_the_database_is_either_checked_or_said_to_hold_no_chat_c
     assert {"conversations_message", "memory_note", "canvas_canvasstate", "realtime_relayedframe"} <= set(
         _content_tables()
     )
+
+
+def test_a_batch_whose_commit_meets_a_row_written_meanwhile_is_deleted_again(user, agent):
+    """A turn writes its search documents right after it has answered and let the chat's lease go: on
+    PostgreSQL a deletion batch running then may fail its commit on them (IntegrityError). The batch is
+    deleted again, and then sees them."""
+    from django.db import IntegrityError
+
+    session = session_get_or_create(user=user, agent_slug="buddy", chat_id="main")
+    for n in range(3):
+        message_append(session=session, role="user", content=f"message {n}")
+    attempts = []
+
+    def delete(ids):
+        attempts.append(list(ids))
+        Message.objects.filter(pk__in=ids).delete()
+        if len(attempts) == 1:
+            raise IntegrityError("a search document written meanwhile refers to a deleted message")
+
+    chats_service._in_batches(Message.objects.filter(session=session), action=delete)
+    assert len(attempts) == 2 and attempts[0] == attempts[1] and not Message.objects.exists()
+
+    def never(ids):
+        raise IntegrityError("always")
+
+    message_append(session=session, role="user", content="kept")
+    with pytest.raises(IntegrityError):
+        chats_service._in_batches(Message.objects.filter(session=session), action=never)
+    assert Message.objects.count() == 1

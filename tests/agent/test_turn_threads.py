@@ -146,3 +146,27 @@ def test_a_failing_function_answers_its_view_with_its_error():
     with pytest.raises(ValueError, match="refused"):
         on_turn_thread_wait(failing)
     assert ran.wait(WAIT)  # what it left for after its answer still runs
+
+
+def test_a_failure_before_the_function_runs_answers_the_view(monkeypatch):
+    """Taking a turn slot failing (or the pool shutting down) answers the waiting view with the error,
+    never leaves it waiting."""
+    import agent.threads
+    from agent.threads import on_turn_thread_wait
+
+    def broken_slot():
+        raise RuntimeError("no slot")
+
+    monkeypatch.setattr(agent.threads, "turn_slot", broken_slot)
+    outcome = []
+
+    def wait() -> None:
+        try:
+            on_turn_thread_wait(lambda: "never")
+        except RuntimeError as error:
+            outcome.append(str(error))
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    waiter.join(WAIT)
+    assert outcome == ["no slot"]

@@ -75,6 +75,24 @@ def test_each_message_gets_its_vector_plus_the_one_before_it(session, semantic_o
     np.testing.assert_allclose(stored(empty), semantic.CONTEXT_WEIGHT * own_second, atol=4e-3)
 
 
+def test_the_vector_job_stops_at_a_message_not_indexed_yet(session, semantic_on, monkeypatch):
+    """A message's text comes from its search document, which a turn writes once its reply is out
+    (agent.turn): the job never encodes a message without it, and its indexing queues the next job."""
+    from conversations.services import messages_index
+
+    queued = []
+    monkeypatch.setattr(semantic, "vectors_schedule", lambda session_id: queued.append(session_id))
+    first = say(session, "user", "Which tent should I take to Iceland?")
+    reply = message_append(session=session, role="assistant", content="A geodesic one, for the wind.", index_later=True)
+
+    assert semantic.vectors_update(session.pk) == 1
+    assert list(MessageVector.objects.values_list("message_id", flat=True)) == [first.id] and queued == []
+    messages_index(messages=[reply])
+    assert semantic.vectors_update(session.pk) == 1
+    own_first, own_reply = encoder.encode([first.search_document.text, "A geodesic one, for the wind."])
+    np.testing.assert_allclose(stored(reply), own_reply + semantic.CONTEXT_WEIGHT * own_first, atol=4e-3)
+
+
 def test_vector_job_continues_where_it_stopped_and_is_safe_to_repeat(session, semantic_on, monkeypatch):
     small_talk(session, 7)
     complete = {}
