@@ -288,9 +288,14 @@ def turn_run(
     except BaseException:
         _index(session, result.unindexed)
         raise
+
+    def follow_up() -> None:
+        _index(session, result.unindexed)
+        _memory_follow(session, result)  # after the index: the vector job reads the documents' text
+
     # The reply's search documents (and the prompt's, when they waited for it) and the memory jobs, once
     # the reply is out: to the sockets, and to the HTTP request waiting for it (agent.threads).
-    after_answer(lambda: (_index(session, result.unindexed), _memory_follow(session, result)))
+    after_answer(follow_up)
     return result
 
 
