@@ -47,6 +47,17 @@ function el(name, className, text) {
   return node;
 }
 
+/** Sets a node's text only when it differs: the node, and a selection in it, stay as they are. */
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+/** An icon control's accessible name and tooltip. */
+function setLabel(node, label, title = label) {
+  if (node.getAttribute("aria-label") !== label) node.setAttribute("aria-label", label);
+  if (node.title !== title) node.title = title;
+}
+
 function iconButton(symbol, label, className) {
   const button = el("button", `btn btn-small btn-icon chat-action ${className}`);
   button.type = "button";
@@ -138,9 +149,11 @@ export class ChatList {
   }
 
   /**
-   * Draws the list. A row whose chat looks the same as before is kept, not drawn again: a click that
-   * lands while the list is read again (a turn's `chats_changed`) reaches the link it was aimed at,
-   * and the keyboard focus stays where it was.
+   * Draws the list. A chat's row stays the same element while it is listed: what changed in it (its
+   * title, its age, being the chat shown) is written into it in place. A click that lands while the
+   * list is read again (a turn's `chats_changed`, a rename in another tab) reaches the link it was
+   * aimed at, and the keyboard focus stays where it was. Only a row that becomes a name being edited,
+   * or stops being one, or gains its actions, is drawn anew.
    */
   render() {
     this.dom.current.textContent = this.chatName(this.current ?? { chat_id: this.place.chatId, messages: 0 });
@@ -155,19 +168,19 @@ export class ChatList {
     const focusClass = hadFocus ? [...hadFocus.classList].find((name) => name.startsWith("chat-") && name !== "chat-action") : null;
     const drawn = new Map([...this.dom.list.children].map((node) => [node.dataset.key, node]));
     const rows = wanted.map(([chat, options]) => {
-      const looks = this.looks(chat, options);
+      const shape = this.shape(chat, options);
       const old = drawn.get(`${chat.agent}/${chat.chat_id}`);
-      if (old && old.dataset.looks === looks) {
-        this.refreshAge(old, chat);
+      if (old && old.dataset.shape === shape) {
+        if (shape !== "renaming") this.fill(old, chat);
         return old;
       }
       const item = this.row(chat, options);
-      item.dataset.looks = looks;
+      item.dataset.shape = shape;
       return item;
     });
     this.arrange(rows);
     if (focusKey && !this.dom.list.contains(document.activeElement)) {
-      // The focused row was drawn again: keep the keyboard where it was.
+      // The focused row was drawn anew: keep the keyboard where it was.
       const item = rows.find((node) => node.dataset.key === focusKey);
       const again = item?.querySelector(`.${focusClass}`) ?? item?.querySelector(".chat-link");
       again?.focus();
@@ -185,16 +198,10 @@ export class ChatList {
     });
   }
 
-  /** What a chat's row shows, but for its age ("5 minutes ago"), which `refreshAge` updates in place. */
-  looks(chat, { actions }) {
-    const renaming = Boolean(this.renaming && this.renaming.agent === chat.agent && this.renaming.chat_id === chat.chat_id);
-    const agent = this.agentOf(chat.agent);
-    return JSON.stringify([this.chatName(chat), agent?.name, agent?.avatar, chat.last_message_at, this.isShown(chat), actions, renaming]);
-  }
-
-  refreshAge(item, chat) {
-    const age = item.querySelector(".chat-item-age");
-    if (age && chat.last_message_at) age.textContent = ago(chat.last_message_at);
+  /** What a row is made of: a name being edited, or a link with or without the chat's actions. */
+  shape(chat, { actions }) {
+    if (this.renaming && this.renaming.agent === chat.agent && this.renaming.chat_id === chat.chat_id) return "renaming";
+    return actions ? "link+actions" : "link";
   }
 
   row(chat, { actions = true } = {}) {
@@ -202,50 +209,67 @@ export class ChatList {
     item.dataset.key = `${chat.agent}/${chat.chat_id}`;
     item.dataset.agent = chat.agent;
     item.dataset.chatId = chat.chat_id;
-    const name = this.chatName(chat);
-    if (this.renaming && this.renaming.agent === chat.agent && this.renaming.chat_id === chat.chat_id) {
-      item.append(this.renameForm(chat, name));
+    item.chat = chat;
+    if (this.shape(chat, { actions }) === "renaming") {
+      item.append(this.renameForm(chat, this.chatName(chat)));
       return item;
     }
     const link = el("a", "chat-link");
     link.href = withQuery(window.location.pathname, { agent: chat.agent, chat_id: chat.chat_id });
-    if (this.isShown(chat)) {
-      link.setAttribute("aria-current", "page");
-      item.classList.add("is-current");
-    }
-    link.append(el("span", "chat-item-title", name));
-    const agent = this.agentOf(chat.agent);
     const meta = el("span", "chat-item-meta");
-    const avatar = el("span", "chat-item-avatar", agent?.avatar || "");
+    const avatar = el("span", "chat-item-avatar");
     avatar.setAttribute("aria-hidden", "true");
-    const when = el("span", "chat-item-age", chat.last_message_at ? ago(chat.last_message_at) : "no messages yet");
-    meta.append(avatar, document.createTextNode(`${agent?.name || chat.agent} · `), when);
-    if (chat.last_message_at) meta.title = new Date(chat.last_message_at).toLocaleString();
-    link.append(meta);
+    meta.append(avatar, el("span", "chat-item-agent"), el("span", "chat-item-age"));
+    link.append(el("span", "chat-item-title"), meta);
     link.addEventListener("click", (event) => {
       if (event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return; // a new tab: the browser's
       event.preventDefault();
-      this.onOpen(chat.chat_id, { agent: chat.agent });
+      this.onOpen(item.chat.chat_id, { agent: item.chat.agent });
     });
     item.append(link);
-    if (actions) item.append(this.actions(chat, name));
+    if (actions) item.append(this.actions(item));
+    this.fill(item, chat);
     return item;
   }
 
-  actions(chat, name) {
+  /** Writes what `chat` shows into its row (a link, with or without the actions), in place. */
+  fill(item, chat) {
+    item.chat = chat;
+    const name = this.chatName(chat);
+    const shown = this.isShown(chat);
+    const link = item.querySelector(".chat-link");
+    item.classList.toggle("is-current", shown);
+    if (shown) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+    setText(item.querySelector(".chat-item-title"), name);
+    const agent = this.agentOf(chat.agent);
+    setText(item.querySelector(".chat-item-avatar"), agent?.avatar || "");
+    setText(item.querySelector(".chat-item-agent"), `${agent?.name || chat.agent} · `);
+    setText(item.querySelector(".chat-item-age"), chat.last_message_at ? ago(chat.last_message_at) : "no messages yet");
+    const meta = item.querySelector(".chat-item-meta");
+    if (chat.last_message_at) meta.title = new Date(chat.last_message_at).toLocaleString();
+    else meta.removeAttribute("title");
+    const box = item.querySelector(".chat-item-actions");
+    if (box) {
+      setLabel(box.querySelector(".chat-rename-button"), `Rename “${name}”`);
+      setLabel(box.querySelector(".chat-export-link"), `Export “${name}”`, `Export “${name}” (JSON Lines)`);
+      setLabel(box.querySelector(".chat-delete-button"), `Delete “${name}”`);
+    }
+  }
+
+  /** Rename, Export and Delete, each for the chat its row holds when it is used. */
+  actions(item) {
     const box = el("div", "chat-item-actions");
-    const rename = iconButton("✎", `Rename “${name}”`, "chat-rename-button");
-    rename.addEventListener("click", () => this.startRename(chat));
+    const rename = iconButton("✎", "Rename", "chat-rename-button");
+    rename.addEventListener("click", () => this.startRename(item.chat));
     const exported = el("a", "btn btn-small btn-icon chat-action chat-export-link");
-    exported.href = withQuery(this.urls.chatExport, { agent: chat.agent, chat_id: chat.chat_id });
+    exported.href = withQuery(this.urls.chatExport, { agent: item.chat.agent, chat_id: item.chat.chat_id });
     exported.setAttribute("download", "");
-    exported.setAttribute("aria-label", `Export “${name}”`);
-    exported.title = `Export “${name}” (JSON Lines)`;
     const icon = el("span", "", "⤓");
     icon.setAttribute("aria-hidden", "true");
     exported.append(icon);
-    const remove = iconButton("🗑", `Delete “${name}”`, "chat-delete-button");
-    remove.addEventListener("click", () => this.confirmDelete(chat, name));
+    const remove = iconButton("🗑", "Delete", "chat-delete-button");
+    remove.addEventListener("click", () => this.confirmDelete(item.chat, this.chatName(item.chat)));
     box.append(rename, exported, remove);
     return box;
   }

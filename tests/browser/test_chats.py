@@ -213,28 +213,38 @@ def test_agent_names_in_the_list_follow_the_agents(three_chats, logged_in_page):
     chats(page).get_by_role("link", name=re.compile("Scout the explorer")).wait_for()
 
 
-def test_a_click_on_a_chat_while_the_list_is_read_again_opens_it(three_chats, logged_in_page):
-    """The list is read again after every turn (`chats_changed`): the rows that did not change stay the same
-    elements, so a click pressed before that redraw and released after it still opens its chat."""
-    page = logged_in_page
-    # Drawn with the agents' names: a row is drawn again when its agent's name arrives.
+def press_on_lisbon(page) -> None:
+    """Holds the mouse button down on the Lisbon chat's row, once the list is drawn with the agents' names
+    (a row changes when its agent's name arrives)."""
     link = chats(page).get_by_role("link", name=re.compile("^Lisbon in May.*Buddy ·"))
     link.wait_for()
     box = link.bounding_box()
     page.mouse.move(box["x"] + 10, box["y"] + box["height"] / 2)
     page.mouse.down()
+
+
+def test_a_click_on_a_chat_while_the_list_is_read_again_opens_it(three_chats, logged_in_page):
+    """The list is read again after every turn (`chats_changed`): its rows stay the same elements, so a
+    click pressed before that and released after it still opens its chat."""
+    page = logged_in_page
+    press_on_lisbon(page)
     page.evaluate("() => window.buddy.chats.reload()")
     page.mouse.up()
     log(page).get_by_text("Day one: Belém.").wait_for()
     assert "chat_id=lisbon" in page.url
 
 
-def test_a_turn_draws_again_only_the_row_of_its_chat(three_chats, logged_in_page):
+def test_a_turn_keeps_every_row_and_writes_its_chat_into_its_own(three_chats, logged_in_page):
+    """A row stays the same element while its chat is listed: a turn moves its chat's row to the top and
+    writes its new age into it, and every other row is left alone."""
     page = logged_in_page
     # Drawn with the agents' names: a row is drawn again when its agent's name arrives.
     chats(page).get_by_role("link", name=re.compile("^Hiking the Pyrenees.*Scout ·")).wait_for()
     chats(page).locator(".chat-link").nth(2).wait_for()
     page.evaluate("() => document.querySelectorAll('#chat-list .chat-item').forEach((row) => { row.seen = true; })")
+    page.evaluate(
+        "() => document.querySelectorAll('#chat-list .chat-item-age').forEach((age) => { age.textContent = 'old'; })"
+    )
     send_and_wait(page, "And butter")
     first = chats(page).locator(".chat-item").first
     page.wait_for_function("() => document.querySelector('#chat-list .chat-item').dataset.chatId === 'main'")
@@ -242,5 +252,22 @@ def test_a_turn_draws_again_only_the_row_of_its_chat(three_chats, logged_in_page
         "() => Object.fromEntries([...document.querySelectorAll('#chat-list .chat-item')]"
         ".map((row) => [row.dataset.chatId, row.seen === true]))"
     )
-    assert kept == {"main": False, "lisbon": True, "hike": True}
+    assert kept == {"main": True, "lisbon": True, "hike": True}
     assert first.locator(".chat-item-title").inner_text() == "Groceries for the week"
+    assert first.locator(".chat-item-age").inner_text() == "just now"
+    assert first.locator(".chat-link").get_attribute("aria-current") == "page"
+
+
+def test_a_click_on_a_chat_renamed_while_it_is_pressed_opens_it(three_chats, logged_in_page):
+    """A chat renamed in another tab while the pointer is down on it: the list is read again and the new
+    name written into the same row, so the click released after it still opens the chat."""
+    page = logged_in_page
+    press_on_lisbon(page)
+    session_rename(session=Session.objects.get(user=three_chats, chat_id="lisbon"), title="Lisbon and Sintra")
+    page.evaluate("() => window.buddy.chats.reload()")
+    renamed = chats(page).get_by_role("link", name=re.compile("^Lisbon and Sintra"))
+    renamed.wait_for()
+    assert chats(page).get_by_role("button", name="Rename “Lisbon and Sintra”").count() == 1
+    page.mouse.up()
+    log(page).get_by_text("Day one: Belém.").wait_for()
+    assert "chat_id=lisbon" in page.url
