@@ -22,6 +22,12 @@ the load is far above what one person may send. Phases, on each backend:
 
     .venv/bin/python bench/turn.py [--backend sqlite|postgres|both] [--pairs 200] [--seconds 15]
                                    [--model-ms 500] [--users 1,10,50] [--plot docs/bench-turn.png]
+                                   [--server-cores 0.4]
+
+`--server-cores N` caps each server process at N cores (a CPU cgroup of its own, with a CFS quota; the
+bench must run as root): one process against two, each with the same share of the CPU, as on a
+machine with a core for each process, while PostgreSQL, Redis and the load keep the rest of a small
+machine. Without it the server processes share the machine's cores with all of them.
 
 The server processes inherit this process's environment: e.g. `BUDDY_TURN_SLOTS=4 .venv/bin/python
 bench/turn.py ...` measures another number of turn slots.
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -370,6 +377,46 @@ def backend_env(backend: str, fake: Any) -> dict[str, str]:
     return env
 
 
+class CpuCaps:
+    """A CPU cgroup of its own for each server process, capped at `cores` (cgroup v1's `cpu` controller,
+    or v2's `cpu.max`); removed at the end."""
+
+    V1 = Path("/sys/fs/cgroup/cpu")
+    V2 = Path("/sys/fs/cgroup")
+    PERIOD_US = 100_000
+
+    def __init__(self, cores: float) -> None:
+        self.cores = cores
+        self.groups: list[Path] = []
+        controllers = self.V2 / "cgroup.controllers"
+        if (self.V1 / "cpu.cfs_quota_us").exists():
+            self.root, self.v2 = self.V1, False
+        elif controllers.exists() and "cpu" in controllers.read_text().split():
+            self.root, self.v2 = self.V2, True
+        else:
+            raise SystemExit("--server-cores needs a writable CPU cgroup (cgroup v1 cpu or v2 cpu.max), as root")
+
+    def cap(self, name: str, pid: int) -> None:
+        group = self.root / f"buddy-bench-{name}-{os.getpid()}"
+        group.mkdir(exist_ok=True)
+        quota = int(self.cores * self.PERIOD_US)
+        if self.v2:
+            (group / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
+        else:
+            (group / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+            (group / "cpu.cfs_quota_us").write_text(str(quota))
+        (group / "cgroup.procs").write_text(str(pid))  # the process and all its threads
+        self.groups.append(group)
+
+    def remove(self) -> None:
+        for group in self.groups:
+            for pid in (group / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    (self.root / "cgroup.procs").write_text(pid)
+            with contextlib.suppress(OSError):
+                group.rmdir()
+
+
 def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, Any]:
     env = backend_env(backend, fake)
     os.environ.update(env)
@@ -393,9 +440,17 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
     results["queries"] = queries_per_turn()
     close_old_connections()
     processes = Processes({**os.environ, **env, "DJANGO_SETTINGS_MODULE": "buddy.settings"})
+    caps = CpuCaps(args.server_cores) if args.server_cores else None
+
+    def start_server(name: str, port: int) -> None:
+        processes.start_daphne(name, port)
+        if caps is not None:
+            caps.cap(name, processes.running[name].pid)
+
+    results["server_cores"] = args.server_cores
     try:
         ports = [free_port(), free_port()]
-        processes.start_daphne(f"{backend}-0", ports[0])
+        start_server(f"{backend}-0", ports[0])
         one = Server(ports[:1])
         results["overhead"] = asyncio.run(overhead(one, fake, bench_user, args.pairs))
         print(json.dumps(results["overhead"]), file=sys.stderr)
@@ -434,12 +489,14 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
             for count in args.users:
                 step(one, count, mode)
         if backend == "postgres":
-            processes.start_daphne(f"{backend}-1", ports[1])
+            start_server(f"{backend}-1", ports[1])
             for mode in ("http", "ws"):
                 step(Server(ports), max(args.users), mode)
         results["sweep"] = sweep
     finally:
         processes.stop_all()
+        if caps is not None:
+            caps.remove()
         model_with_delay(fake, 0)
     return results
 
@@ -473,10 +530,11 @@ def report(all_results: list[dict[str, Any]], command: str) -> str:
         "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for result in all_results:
+        cap = f" × {result['server_cores']} cores" if result.get("server_cores") else ""
         for row in result["sweep"]:
             busy = row.get("cores_busy", {})
             lines.append(
-                f"| {result['backend']} | {row['processes']} | {row['mode']} | {row['users']} "
+                f"| {result['backend']} | {row['processes']}{cap} | {row['mode']} | {row['users']} "
                 f"| **{row['turns_per_s']}** | {row['replay_ms'].get('p50')} / {row['replay_ms'].get('p95')} ms "
                 f"| {row['healthz_ms'].get('p50')} / {row['healthz_ms'].get('p95')} ms "
                 f"| {row.get('server_cpu_ms_per_turn')} ms "
@@ -526,6 +584,12 @@ def main() -> None:
         default=list(USER_COUNTS),
         help="the sweep's numbers of users, comma-separated (default 1,10,50)",
     )
+    parser.add_argument(
+        "--server-cores",
+        type=float,
+        default=None,
+        help="cap each server process at this many cores (a CPU cgroup of its own; needs root)",
+    )
     args = parser.parse_args()
     command = ".venv/bin/python bench/turn.py " + " ".join(sys.argv[1:])
     OUT_DIR.mkdir(parents=True, exist_ok=True)
@@ -545,6 +609,7 @@ def main() -> None:
                 argv = [sys.executable, __file__, "--backend", backend, "--pairs", str(args.pairs)]
                 argv += ["--seconds", str(args.seconds), "--model-ms", str(args.model_ms)]
                 argv += ["--users", ",".join(map(str, args.users))]
+                argv += ["--server-cores", str(args.server_cores)] if args.server_cores else []
                 subprocess.run(argv, check=True)
                 results.append(json.loads(out.read_text()))
             else:
