@@ -25,9 +25,10 @@ the load is far above what one person may send. Phases, on each backend:
                                    [--server-cores 0.4]
 
 `--server-cores N` caps each server process at N cores (a CPU cgroup of its own, with a CFS quota; the
-bench must run as root): one process against two, each with the same share of the CPU, as on a
-machine with a core for each process, while PostgreSQL, Redis and the load keep the rest of a small
-machine. Without it the server processes share the machine's cores with all of them.
+bench must run as root): one process against two, each with the same fixed share of the CPU, while
+PostgreSQL, Redis and the load keep the rest of a small machine. Without it the server processes share
+the machine's cores with all of them. A capped process waits out its quota (in 100 ms periods), so
+read a capped run for its throughput, not its latencies.
 
 The server processes inherit this process's environment: e.g. `BUDDY_TURN_SLOTS=4 .venv/bin/python
 bench/turn.py ...` measures another number of turn slots.
@@ -378,8 +379,9 @@ def backend_env(backend: str, fake: Any) -> dict[str, str]:
 
 
 class CpuCaps:
-    """A CPU cgroup of its own for each server process, capped at `cores` (cgroup v1's `cpu` controller,
-    or v2's `cpu.max`); removed at the end."""
+    """A CPU cgroup of its own for each server process, capped at `cores` by a CFS quota (cgroup v1's
+    `cpu` controller, or v2's `cpu.max`); removed at the end. A fixed share of the CPU per process, not a
+    core of its own: a process that used up its quota waits for the next 100 ms period."""
 
     V1 = Path("/sys/fs/cgroup/cpu")
     V2 = Path("/sys/fs/cgroup")
@@ -388,33 +390,49 @@ class CpuCaps:
     def __init__(self, cores: float) -> None:
         self.cores = cores
         self.groups: list[Path] = []
-        controllers = self.V2 / "cgroup.controllers"
         if (self.V1 / "cpu.cfs_quota_us").exists():
             self.root, self.v2 = self.V1, False
-        elif controllers.exists() and "cpu" in controllers.read_text().split():
-            self.root, self.v2 = self.V2, True
         else:
-            raise SystemExit("--server-cores needs a writable CPU cgroup (cgroup v1 cpu or v2 cpu.max), as root")
+            self.root, self.v2 = self.V2, True
+            with contextlib.suppress(OSError):  # children get cpu.max only if the root hands the controller on
+                (self.V2 / "cgroup.subtree_control").write_text("+cpu")
+        try:  # a trial group, before any server starts
+            self.remove_group(self.group("probe"))
+        except OSError as error:
+            raise SystemExit(
+                f"--server-cores needs a CPU cgroup it may create and cap under {self.root} (root, and on cgroup v2 "
+                f"the cpu controller enabled for children): {error}"
+            ) from error
 
-    def cap(self, name: str, pid: int) -> None:
+    def group(self, name: str) -> Path:
         group = self.root / f"buddy-bench-{name}-{os.getpid()}"
         group.mkdir(exist_ok=True)
+        self.groups.append(group)
         quota = int(self.cores * self.PERIOD_US)
         if self.v2:
             (group / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
         else:
             (group / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
             (group / "cpu.cfs_quota_us").write_text(str(quota))
-        (group / "cgroup.procs").write_text(str(pid))  # the process and all its threads
-        self.groups.append(group)
+        return group
 
-    def remove(self) -> None:
-        for group in self.groups:
-            for pid in (group / "cgroup.procs").read_text().split():
+    def cap(self, name: str, pid: int) -> None:
+        (self.group(name) / "cgroup.procs").write_text(str(pid))  # the process and all its threads
+
+    def remove_group(self, group: Path) -> None:
+        with contextlib.suppress(OSError):
+            for pid in (group / "cgroup.procs").read_text().split():  # a process still running goes back
                 with contextlib.suppress(OSError):
                     (self.root / "cgroup.procs").write_text(pid)
-            with contextlib.suppress(OSError):
-                group.rmdir()
+        group.rmdir()
+        self.groups.remove(group)
+
+    def remove(self) -> None:
+        for group in list(self.groups):
+            try:
+                self.remove_group(group)
+            except OSError as error:
+                print(f"could not remove the cgroup {group}: {error}", file=sys.stderr)
 
 
 def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, Any]:
@@ -494,10 +512,12 @@ def run_backend(backend: str, args: argparse.Namespace, fake: Any) -> dict[str, 
                 step(Server(ports), max(args.users), mode)
         results["sweep"] = sweep
     finally:
-        processes.stop_all()
-        if caps is not None:
-            caps.remove()
-        model_with_delay(fake, 0)
+        try:
+            processes.stop_all()
+        finally:
+            if caps is not None:
+                caps.remove()
+            model_with_delay(fake, 0)
     return results
 
 
@@ -516,8 +536,9 @@ def report(all_results: list[dict[str, Any]], command: str) -> str:
         http, ws = result["overhead"]["http"], result["overhead"]["ws"]
         delta = result["overhead"]["first_delta_ms"]
         queries = result["queries"]
+        capped = f" (capped at {result['server_cores']} cores)" if result.get("server_cores") else ""
         lines.append(
-            f"| {result['backend']} | {http['buddy_ms']['p50']} / {http['direct_ms']['p50']} ms "
+            f"| {result['backend']}{capped} | {http['buddy_ms']['p50']} / {http['direct_ms']['p50']} ms "
             f"| **{http['overhead_p50_ms']}** / {http['overhead_p95_ms']} ms "
             f"| {ws['buddy_ms']['p50']} / {ws['direct_ms']['p50']} ms "
             f"| **{ws['overhead_p50_ms']}** / {ws['overhead_p95_ms']} ms "
@@ -586,11 +607,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--server-cores",
-        type=float,
+        type=cores_share,
         default=None,
         help="cap each server process at this many cores (a CPU cgroup of its own; needs root)",
     )
     args = parser.parse_args()
+    if args.server_cores and args.plot:
+        parser.error("--plot draws the uncapped sweep: run it without --server-cores")
     command = ".venv/bin/python bench/turn.py " + " ".join(sys.argv[1:])
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     from devtools.fake_anthropic import FakeAnthropic
@@ -628,6 +651,14 @@ def main() -> None:
         f" load average before the run {os.getloadavg()}",
         file=sys.stderr,
     )
+
+
+def cores_share(text: str) -> float:
+    """A number of cores a CFS quota can hold: at least 0.01 (a 1 ms quota in a 100 ms period)."""
+    cores = float(text)
+    if not cores >= 0.01:
+        raise argparse.ArgumentTypeError("at least 0.01 cores")
+    return cores
 
 
 def python_speed_ms() -> float:

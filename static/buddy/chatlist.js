@@ -163,6 +163,9 @@ export class ChatList {
       const fresh = { agent: this.place.agent.id, chat_id: this.place.chatId, title: "", last_message_at: null, messages: 0 };
       wanted.unshift([fresh, { actions: false }]);
     }
+    if (this.renaming && !wanted.some(([chat]) => this.shape(chat, { actions: true }) === "renaming")) {
+      this.renaming = null; // its chat was deleted meanwhile (elsewhere): the list follows the server again
+    }
     const hadFocus = this.dom.list.contains(document.activeElement) ? document.activeElement : null;
     const focusKey = hadFocus?.closest(".chat-item")?.dataset.key;
     const focusClass = hadFocus ? [...hadFocus.classList].find((name) => name.startsWith("chat-") && name !== "chat-action") : null;
@@ -247,8 +250,8 @@ export class ChatList {
     setText(item.querySelector(".chat-item-agent"), `${agent?.name || chat.agent} · `);
     setText(item.querySelector(".chat-item-age"), chat.last_message_at ? ago(chat.last_message_at) : "no messages yet");
     const meta = item.querySelector(".chat-item-meta");
-    if (chat.last_message_at) meta.title = new Date(chat.last_message_at).toLocaleString();
-    else meta.removeAttribute("title");
+    const when = chat.last_message_at ? new Date(chat.last_message_at).toLocaleString() : "";
+    if (meta.title !== when) meta.title = when;
     const box = item.querySelector(".chat-item-actions");
     if (box) {
       setLabel(box.querySelector(".chat-rename-button"), `Rename “${name}”`);

@@ -214,8 +214,7 @@ def test_agent_names_in_the_list_follow_the_agents(three_chats, logged_in_page):
 
 
 def press_on_lisbon(page) -> None:
-    """Holds the mouse button down on the Lisbon chat's row, once the list is drawn with the agents' names
-    (a row changes when its agent's name arrives)."""
+    """Holds the mouse button down on the Lisbon chat's row, once the list shows the agents' names."""
     link = chats(page).get_by_role("link", name=re.compile("^Lisbon in May.*Buddy ·"))
     link.wait_for()
     box = link.bounding_box()
@@ -236,9 +235,8 @@ def test_a_click_on_a_chat_while_the_list_is_read_again_opens_it(three_chats, lo
 
 def test_a_turn_keeps_every_row_and_writes_its_chat_into_its_own(three_chats, logged_in_page):
     """A row stays the same element while its chat is listed: a turn moves its chat's row to the top and
-    writes its new age into it, and every other row is left alone."""
+    writes its age into it (every row's age is written again)."""
     page = logged_in_page
-    # Drawn with the agents' names: a row is drawn again when its agent's name arrives.
     chats(page).get_by_role("link", name=re.compile("^Hiking the Pyrenees.*Scout ·")).wait_for()
     chats(page).locator(".chat-link").nth(2).wait_for()
     page.evaluate("() => document.querySelectorAll('#chat-list .chat-item').forEach((row) => { row.seen = true; })")
@@ -262,12 +260,45 @@ def test_a_click_on_a_chat_renamed_while_it_is_pressed_opens_it(three_chats, log
     """A chat renamed in another tab while the pointer is down on it: the list is read again and the new
     name written into the same row, so the click released after it still opens the chat."""
     page = logged_in_page
+    page.evaluate("() => document.querySelectorAll('#chat-list .chat-item').forEach((row) => { row.seen = true; })")
     press_on_lisbon(page)
     session_rename(session=Session.objects.get(user=three_chats, chat_id="lisbon"), title="Lisbon and Sintra")
     page.evaluate("() => window.buddy.chats.reload()")
     renamed = chats(page).get_by_role("link", name=re.compile("^Lisbon and Sintra"))
     renamed.wait_for()
-    assert chats(page).get_by_role("button", name="Rename “Lisbon and Sintra”").count() == 1
+    for role, action in (("button", "Rename"), ("link", "Export"), ("button", "Delete")):
+        assert chats(page).get_by_role(role, name=f"{action} “Lisbon and Sintra”").count() == 1
     page.mouse.up()
     log(page).get_by_text("Day one: Belém.").wait_for()
     assert "chat_id=lisbon" in page.url
+    # The chat shown changed in place: the same rows, the mark of the chat shown moved from one to the other.
+    rows = page.evaluate(
+        "() => [...document.querySelectorAll('#chat-list .chat-item')].map((row) => [row.dataset.chatId,"
+        " row.seen === true, row.classList.contains('is-current'),"
+        " row.querySelector('.chat-link').getAttribute('aria-current')])"
+    )
+    assert sorted(rows) == [["hike", True, False, None], ["lisbon", True, True, "page"], ["main", True, False, None]]
+
+
+def test_a_name_being_edited_for_a_chat_deleted_elsewhere_lets_the_list_follow_again(
+    three_chats, logged_in_page, live_server_url
+):
+    """The other tab edits the name of the chat it shows when this tab deletes that chat: the other tab moves
+    on, and its list follows the server again (a rename made afterwards shows there)."""
+    page = logged_in_page
+    other = page.context.new_page()
+    other.set_viewport_size({"width": 1440, "height": 900})
+    other.goto(f"{live_server_url}/?agent=buddy&chat_id=lisbon")
+    log(other).get_by_text("Day one: Belém.").wait_for()
+    other.wait_for_function("() => document.getElementById('connection').dataset.status === 'open'")
+    chats(other).get_by_role("button", name="Rename “Lisbon in May”").click()
+    chats(other).get_by_role("textbox", name="Chat name").wait_for()
+    chats(page).get_by_role("button", name="Delete “Lisbon in May”").click()
+    page.get_by_role("dialog").get_by_role("button", name="Delete chat").click()
+    other.get_by_text("This chat was deleted in another tab or app.").wait_for()
+    assert chats(other).get_by_role("textbox", name="Chat name").count() == 0
+    chats(page).get_by_role("button", name="Rename “Hiking the Pyrenees in June”").click()
+    chats(page).get_by_role("textbox", name="Chat name").fill("The GR10 in June")
+    chats(page).get_by_role("button", name="Save").click()
+    chats(other).get_by_role("link", name=re.compile("^The GR10 in June")).wait_for()
+    other.close()
