@@ -9,6 +9,10 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "buddy.settings")
 django.setup(set_prefix=False)
 from buddy.handlers import OneThreadASGIHandler  # noqa: E402  (needs Django set up first)
+from conversations.checks import settings_refused  # noqa: E402
+
+# daphne runs no system checks: a setting no server may start with stops this one here, saying why.
+settings_refused()
 
 django_asgi_app = OneThreadASGIHandler()  # what django.core.asgi.get_asgi_application() makes, on request threads
 

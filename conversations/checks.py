@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.core.checks import Error, register
+from django.core.exceptions import ImproperlyConfigured
 
 from conversations.prices import PricesInvalid, prices_parse
 
 
 @register()
 def prices_check(app_configs, **kwargs) -> list[Error]:
-    """BUDDY_PRICES is read at start-up: a value that cannot be read stops the server, saying why."""
+    """BUDDY_PRICES is read at start-up: a value that cannot be read stops `manage.py check` and the
+    commands that run the checks, and the server (settings_refused), saying why."""
     try:
         prices_parse(settings.BUDDY_PRICES)
     except PricesInvalid as exc:
@@ -24,3 +26,11 @@ def prices_check(app_configs, **kwargs) -> list[Error]:
             )
         ]
     return []
+
+
+def settings_refused() -> None:
+    """Raise ImproperlyConfigured with what the settings checks a server must pass report, if anything:
+    buddy.asgi calls it as a server process starts (daphne runs no system checks)."""
+    errors = prices_check(None)
+    if errors:
+        raise ImproperlyConfigured("; ".join(f"{error.id}: {error.msg} {error.hint}" for error in errors))

@@ -4,7 +4,10 @@ it served; costs in money where BUDDY_PRICES prices the model, in tokens otherwi
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from urllib.parse import unquote
 
 import pytest
@@ -17,6 +20,7 @@ from agent.submit import prompt_submit
 from conversations.models import Message, ModelCall
 from conversations.prices import PricesInvalid, price_for, prices_parse
 from conversations.services import message_append, session_get_or_create
+from devtools.servers import free_port
 from memory.notes.services import note_delete, note_put
 
 pytestmark = pytest.mark.django_db
@@ -163,3 +167,13 @@ def test_bad_prices_stop_the_start_with_a_clear_error(settings, value, why):
     settings.BUDDY_PRICES = value
     with pytest.raises(SystemCheckError, match=r"conversations\.E001.*BUDDY_PRICES cannot be read"):
         call_command("check")
+
+
+def test_a_server_process_does_not_start_with_prices_it_cannot_read(settings):
+    """daphne runs no system checks: the application itself refuses to start, saying why, instead of
+    serving pages that fail on the prices later."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings", "BUDDY_PRICES": "claude-sonnet-5-5=3,15"}
+    argv = [sys.executable, "-m", "buddy.server", "-b", "127.0.0.1", "-p", str(free_port()), "buddy.asgi:application"]
+    done = subprocess.run(argv, cwd=settings.BASE_DIR, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "conversations.E001: BUDDY_PRICES cannot be read" in done.stderr + done.stdout
