@@ -31,7 +31,14 @@ from agent.threads import after_answer, turn_slot_lent
 from agent.tools import tool_round_run
 from conversations.bursts import Bursts
 from conversations.connections import connection_lend_back
-from conversations.content import estimate_tokens, json_text_cleaned, text_of, text_problem, tool_result_text
+from conversations.content import (
+    TOOL_USE_ID_RE,
+    estimate_tokens,
+    json_text_cleaned,
+    text_of,
+    text_problem,
+    tool_result_text,
+)
 from conversations.errors import DomainError, InvalidInput
 from conversations.leases import LeaseHeartbeat, lease_release, lease_renew, lease_take_returning
 from conversations.models import Message, ModelCall, Session
@@ -428,7 +435,7 @@ def _turn_steps(
             raise ModelFailed(str(exc)) from exc
         deltas.flush()
         _record_call(session, model_for(session), reply, prompt=prompt, started=started)
-        content = _archivable(reply)
+        content, inputs_refused = _archivable(reply)
         if not content:
             break
         tool_uses = [block for block in content if block.get("type") == "tool_use"]
@@ -449,7 +456,9 @@ def _turn_steps(
             break
         for block in tool_uses:
             push_frame(session, ToolUseFrame(id=block["id"], name=block["name"], input=block["input"]))
-        results = tool_round_run(session=session, tool_uses=tool_uses, source=last_message)
+        # A call whose input was not an object is archived with `{}` and answered with an error, not run.
+        run = [{**block, "input": None} if block["id"] in inputs_refused else block for block in tool_uses]
+        results = tool_round_run(session=session, tool_uses=run, source=last_message)
         for block in results.content:
             push_frame(
                 session,
@@ -480,10 +489,12 @@ def _turn_steps(
     )
 
 
-def _archivable(reply: ModelReply) -> list[dict]:
+def _archivable(reply: ModelReply) -> tuple[list[dict], set[str]]:
     """What of a reply may be archived: no empty text blocks; when cut short, text only (a tool_use
     that was still streaming is incomplete and was never run); no NUL or lone surrogate, which no
-    database stores (a model can be made to write them, e.g. in a tool's input)."""
+    database stores (a model can be made to write them, e.g. in a tool's input); tool calls the Messages
+    API takes back in the next request (_tool_uses_sendable). Also returns the ids of the calls whose
+    input was not an object."""
     content = json_text_cleaned(reply.content)
     blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text", "").strip())]
     if reply.stopped_early:
@@ -492,7 +503,30 @@ def _archivable(reply: ModelReply) -> list[dict]:
         if block.get("type") == "text":
             for key in [k for k in block if k not in {"type", "text"}]:
                 block.pop(key)
-    return blocks
+    return blocks, _tool_uses_sendable(blocks)
+
+
+def _tool_uses_sendable(blocks: list[dict]) -> set[str]:
+    """Make every tool_use in `blocks` one the Messages API accepts back, whatever the model wrote, so
+    that no later request of the chat is refused for it: an id that is not of A-Z a-z 0-9 _ - (or
+    repeats one of this reply) becomes a fresh one, so each call is run and answered on its own; a
+    missing or empty name becomes `unnamed_tool` (an unknown tool, answered as such); an input that is
+    not an object becomes `{}`. Returns the ids of the calls whose input was not an object."""
+    seen: set[str] = set()
+    inputs_refused: set[str] = set()
+    for block in blocks:
+        if block.get("type") != "tool_use":
+            continue
+        tool_id = block.get("id")
+        if not isinstance(tool_id, str) or not TOOL_USE_ID_RE.fullmatch(tool_id) or tool_id in seen:
+            tool_id = block["id"] = f"toolu_buddy_{uuid.uuid4().hex}"
+        seen.add(tool_id)
+        if not isinstance(block.get("name"), str) or not block["name"]:
+            block["name"] = "unnamed_tool"
+        if not isinstance(block.get("input"), dict):
+            block["input"] = {}
+            inputs_refused.add(tool_id)
+    return inputs_refused
 
 
 def _record_call(

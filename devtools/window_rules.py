@@ -96,7 +96,14 @@ def _reference_blocks(row: Archived, cap: int) -> list[dict[str, Any]]:
             continue
         if block.get("type") == "tool_use":
             tool_id = block.get("id")
-            if row.role != "assistant" or not isinstance(tool_id, str) or tool_id in tool_ids:
+            if (
+                row.role != "assistant"
+                or not isinstance(tool_id, str)
+                or tool_id in tool_ids
+                or not isinstance(block.get("name"), str)
+                or not block["name"]
+                or not isinstance(block.get("input"), dict)
+            ):
                 block = text_block(f"[tool call {tool_id} ({block.get('name')}) not sent: invalid here]")
             else:
                 tool_ids.add(tool_id)

@@ -260,6 +260,9 @@ class Renderer:
                     or not isinstance(tool_id, str)
                     or not TOOL_USE_ID_RE.fullmatch(tool_id)
                     or tool_id in seen_tool_ids
+                    or not isinstance(block.get("name"), str)
+                    or not block["name"]
+                    or not isinstance(block.get("input"), dict)
                 ):
                     block = text_block(f"[tool call {tool_id} ({block.get('name')}) not sent: invalid here]")
                 else:

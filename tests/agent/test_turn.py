@@ -386,3 +386,67 @@ def test_an_unknown_tool_is_told_which_tools_there_are(session):
     assert result.content[0]["is_error"] and "Unknown tool 'canvas_draw'" in text
     for name in ["canvas_add_card", "canvas_show_chart", "canvas_remove_element", "search_history", "schedule_prompt"]:
         assert name in text
+
+
+def _every_archived_message_is_sendable() -> None:
+    """What an import accepts is what a request may hold: the archive passes the same check."""
+    from conversations.content import validate_content
+
+    for message in Message.objects.order_by("id"):
+        validate_content(message.role, message.content)
+
+
+def test_a_tool_call_whose_input_is_not_an_object_is_answered_with_an_error_and_the_chat_goes_on(model, session):
+    model.queue_reply([{"type": "tool_use", "id": "toolu_list", "name": "canvas_add_card", "input": [1, 2, 3]}])
+    model.queue_text("Sorry, that was not a card.")
+    assert turn_run(session=session, text="a card please").reply == "Sorry, that was not a card."
+    call, results = Message.objects.order_by("id")[1:3]
+    assert call.content == [{"type": "tool_use", "id": "toolu_list", "name": "canvas_add_card", "input": {}}]
+    assert results.content[0]["is_error"] is True and "JSON object" in results.content[0]["content"]
+    assert not CanvasState.objects.filter(session=session).exclude(elements=[]).exists()  # nothing was run
+    model.queue_text("Still here.")
+    assert turn_run(session=session, text="and now?").reply == "Still here."  # the provider took the history
+    _every_archived_message_is_sendable()
+
+
+def test_tool_calls_with_a_repeated_or_invalid_id_or_no_name_each_run_and_are_answered(model, session):
+    model.queue_reply(
+        [
+            {"type": "tool_use", "id": "toolu_dup", "name": "canvas_add_card", "input": {"id": "c2", "title": "Two"}},
+            {"type": "tool_use", "id": "toolu_dup", "name": "canvas_add_card", "input": {"id": "c3", "title": "Three"}},
+            {"type": "tool_use", "id": "../../x y", "name": "", "input": {}},
+        ]
+    )
+    model.queue_text("done")
+    turn_run(session=session, text="three calls")
+    call, results = Message.objects.order_by("id")[1:3]
+    ids = [block["id"] for block in call.content]
+    assert ids[0] == "toolu_dup" and len(set(ids)) == 3
+    assert [block["tool_use_id"] for block in results.content] == ids
+    assert [e["id"] for e in CanvasState.objects.get().elements] == ["c2", "c3"]  # the repeated id ran too
+    assert call.content[2]["name"] == "unnamed_tool" and "Unknown tool" in results.content[2]["content"]
+    model.queue_text("Still here.")
+    assert turn_run(session=session, text="and now?").reply == "Still here."
+    _every_archived_message_is_sendable()
+
+
+def test_an_archived_tool_call_the_provider_would_refuse_is_sent_as_a_note(model, session):
+    """A chat whose archive holds such a call (written before the calls were made sendable, or imported
+    by hand into the database) still gets answers: the window sends the call as a text note."""
+    from conversations.services import message_append
+
+    message_append(session=session, role="user", content="a card please")
+    message_append(
+        session=session,
+        role="assistant",
+        content=[{"type": "tool_use", "id": "toolu_old", "name": "canvas_add_card", "input": [1, 2]}],
+    )
+    message_append(
+        session=session,
+        role="user",
+        content=[{"type": "tool_result", "tool_use_id": "toolu_old", "content": "error", "is_error": True}],
+    )
+    model.queue_text("Here again.")
+    assert turn_run(session=session, text="hello?").reply == "Here again."
+    sent = all_request_text(model.requests[-1])
+    assert "tool call toolu_old (canvas_add_card) not sent: invalid here" in sent
