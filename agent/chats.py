@@ -13,10 +13,16 @@ turn's search documents, written right after it has answered and let the lease g
 the batch of messages they refer to is deleted again. A
 deletion cut short (a crash) leaves the chat listed with what was not yet deleted, and deleting it
 again finishes the job.
+
+An export never gives a chat half deleted: the whole chat is read before its first byte is sent, and
+the export is refused (ChatBeingDeleted) when a deletion held the lease at any point of that read
+(chat_export_file).
 """
 
 from __future__ import annotations
 
+import tempfile
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, timedelta
 
@@ -32,6 +38,7 @@ from django.utils.text import slugify
 from agent.models import IdempotencyKey, ScheduledPrompt
 from agent.turn import LEASE_FIELD, turn_lease_acquire
 from canvas.models import CanvasState
+from conversations.errors import Conflict
 from conversations.history_io import history_export
 from conversations.leases import lease_renew
 from conversations.models import Message, ModelCall, Session
@@ -44,7 +51,18 @@ from realtime.models import RelayedFrame
 from realtime.push import chat_deleted_on_commit, chat_group, chats_changed_on_commit, user_group
 
 DELETE_BATCH = 1000  # rows per transaction when deleting a chat's messages, vectors and model calls
+# A deletion's turn lease id: this mark, which no other holder's (hexadecimal) id starts with, then 24
+# random hex digits (the field holds 32 characters).
+DELETION_MARK = "deleting"
+
+
+class ChatBeingDeleted(Conflict):
+    def __init__(self) -> None:
+        super().__init__("This chat is being deleted.")
+
+
 EXPORT_FILE_TITLE_CHARS = 60
+EXPORT_SPOOL_BYTES = 8 * 1024 * 1024  # an export is kept in memory up to this size, then on disk
 
 
 def chat_rename(*, user: AbstractBaseUser, chat: ChatRef, title: str) -> Session:
@@ -87,7 +105,7 @@ def chat_delete(*, user: AbstractBaseUser, chat: ChatRef) -> None:
     Raises ChatNotFound (unknown, or another user's) and TurnRunning (a turn runs in it). Once it
     commits, the chat's sockets get `chat_deleted` and every socket of the user `chats_changed`."""
     session = session_require(user=user, chat=chat)
-    lease_id = turn_lease_acquire(session=session)
+    lease_id = turn_lease_acquire(session=session, lease_id=DELETION_MARK + uuid.uuid4().hex[:24])
     lease = Session.objects.filter(pk=session.pk, turn_lease_id=lease_id)
 
     def still_ours() -> None:
@@ -137,10 +155,40 @@ def chat_export_name(*, session: Session) -> str:
     return f"{name}-{day:%Y-%m-%d}.jsonl"
 
 
+def chat_export_check(*, session: Session) -> None:
+    """Raise ChatBeingDeleted when the chat is gone or a deletion holds its lease. A deletion takes the
+    lease before it deletes anything, so rows read before a check that passes were read whole."""
+    deleting = Session.objects.filter(
+        pk=session.pk, turn_lease_id__startswith=DELETION_MARK, turn_lease_expires_at__gte=timezone.now()
+    )
+    if deleting.exists() or not Session.objects.filter(pk=session.pk).exists():
+        raise ChatBeingDeleted()
+
+
 def chat_export_lines(*, session: Session) -> Iterator[str]:
     """The chat as `export_history` writes it: one JSON line per message, oldest first, then one per
-    chat note, each ending in a newline. Read page by page as it is consumed."""
-    for line in history_export(session=session):
+    chat note, each ending in a newline. Read page by page as it is consumed; each page is checked
+    after it is read (chat_export_check), and the notes too, so a deletion that starts meanwhile
+    stops the lines with ChatBeingDeleted instead of letting them end without the rows it deleted."""
+    chat_export_check(session=session)
+    for line in history_export(session=session, page_check=lambda: chat_export_check(session=session)):
         yield line + "\n"
-    for line in note_lines_export(session=session):
+    notes = list(note_lines_export(session=session))
+    chat_export_check(session=session)
+    for line in notes:
         yield line + "\n"
+
+
+def chat_export_file(*, session: Session) -> tempfile.SpooledTemporaryFile:
+    """The whole of chat_export_lines in a temporary file, at its start, read before a byte of it is
+    sent (in memory up to EXPORT_SPOOL_BYTES, then on disk): a download is the whole chat or, when a
+    deletion starts while it is read, ChatBeingDeleted — never a file that ends early."""
+    spool = tempfile.SpooledTemporaryFile(max_size=EXPORT_SPOOL_BYTES)  # noqa: SIM115  (the caller closes it)
+    try:
+        for line in chat_export_lines(session=session):
+            spool.write(line.encode("utf-8"))
+        spool.seek(0)
+    except BaseException:
+        spool.close()
+        raise
+    return spool

@@ -10,18 +10,18 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Status
 
-from agent.chats import chat_delete, chat_export_lines, chat_export_name, chat_rename
+from agent.chats import chat_delete, chat_export_file, chat_export_name, chat_rename
 from conversations import selectors
 from conversations.schemas import ChatIn, ChatOut, ChatRenameIn, ErrorOut
 
 router = Router(tags=["conversations"])
 
 AUTH_ERRORS = {401: ErrorOut}
-READ_ERRORS = dict.fromkeys((401, 404, 422), ErrorOut)
 WRITE_ERRORS = dict.fromkeys((401, 403, 404, 413, 422), ErrorOut)
 DELETE_ERRORS = dict.fromkeys((401, 403, 404, 409, 422), ErrorOut)
 
-EXPORT_LINES_PER_CHUNK = 200  # lines read on the database thread per step of a streamed export
+EXPORT_DOWNLOAD_BLOCK = 64 * 1024  # bytes of an export read per step of its download
+EXPORT_ERRORS = dict.fromkeys((401, 404, 409, 422), ErrorOut)
 
 
 def _chat_out(session) -> ChatOut:
@@ -60,39 +60,36 @@ def chat_delete_view(request: HttpRequest, query: Query[ChatIn]):
     return Status(204, None)
 
 
-def _chunks(lines: Iterator[str]) -> Iterator[str]:
-    chunk: list[str] = []
-    for line in lines:
-        chunk.append(line)
-        if len(chunk) >= EXPORT_LINES_PER_CHUNK:
-            yield "".join(chunk)
-            chunk = []
-    if chunk:
-        yield "".join(chunk)
+def _blocks(exported) -> Iterator[bytes]:
+    """The export's file in blocks, closed at its end."""
+    with exported:
+        while block := exported.read(EXPORT_DOWNLOAD_BLOCK):
+            yield block
 
 
-async def _streamed(chunks: Iterator[str]) -> AsyncIterator[str]:
-    """The export read on the database thread one chunk at a time, so the server never holds a whole
-    chat in memory (a sync iterator would be read whole before the first byte under ASGI)."""
+async def _streamed(blocks: Iterator[bytes]) -> AsyncIterator[bytes]:
+    """The export's file read one block at a time off the event loop, so a big export is never held
+    whole in memory (a sync iterator would be read whole before the first byte under ASGI)."""
     step = sync_to_async(next)
     while True:
-        chunk = await step(chunks, None)
-        if chunk is None:
+        block = await step(blocks, None)
+        if block is None:
             return
-        yield chunk
+        yield block
 
 
 @router.get(
     "/chats/export",
-    response={200: str, **READ_ERRORS},
+    response={200: str, **EXPORT_ERRORS},
     summary="Download a chat as JSON Lines",
     openapi_extra={
         "responses": {
             200: {
-                "description": "The chat as `export_history` writes it, streamed: one JSON object per line, "
+                "description": "The chat as `export_history` writes it: one JSON object per line, "
                 'each message `{"role", "content", "created_at"}` oldest first, then each chat note '
                 '`{"note": {...}}`. `Content-Disposition: attachment` names the file after the chat\'s title '
-                "and the day of its last message (ASCII letters, digits and hyphens only).",
+                "and the day of its last message (ASCII letters, digits and hyphens only). The whole chat is "
+                "read before the first byte is sent: 409 `conflict` when it is being deleted meanwhile.",
                 "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
             }
         }
@@ -100,10 +97,11 @@ async def _streamed(chunks: Iterator[str]) -> AsyncIterator[str]:
 )
 def chat_export(request: HttpRequest, query: Query[ChatIn]) -> HttpResponse:
     """The chat as the JSON Lines `export_history` writes (which `import_history` reads back), as a
-    download. 404 for an unknown chat or another user's."""
+    download. 404 for an unknown chat or another user's; 409 for a chat being deleted (never a file
+    that ends early)."""
     session = selectors.session_require(user=request.user, chat=query.chat)
-    chunks = _chunks(chat_export_lines(session=session))
-    content = _streamed(chunks) if isinstance(request, ASGIRequest) else chunks
+    blocks = _blocks(chat_export_file(session=session))
+    content = _streamed(blocks) if isinstance(request, ASGIRequest) else blocks
     response = StreamingHttpResponse(content, content_type="application/x-ndjson; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{chat_export_name(session=session)}"'
     response["Cache-Control"] = "no-store"

@@ -127,10 +127,11 @@ def _lease_ttl() -> timedelta:
 LEASE_FIELD = "turn_lease_expires_at"
 
 
-def turn_lease_acquire(*, session: Session) -> str:
+def turn_lease_acquire(*, session: Session, lease_id: str | None = None) -> str:
     """Take the session's turn lease (conversations.leases), or raise TurnRunning. The same statement
-    reads the window's stored start into `session.window_start_id` (the turn's first window needs it)."""
-    lease_id = uuid.uuid4().hex
+    reads the window's stored start into `session.window_start_id` (the turn's first window needs it).
+    `lease_id`: the holder's id (at most 32 characters), a new one by default."""
+    lease_id = lease_id or uuid.uuid4().hex
     taken = lease_take_returning(
         Session,
         pk=session.pk,

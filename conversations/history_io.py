@@ -263,8 +263,11 @@ def history_import(
         return imported
 
 
-def history_export(*, session: Session, chunk_size: int = 2000) -> Iterator[str]:
-    """One JSON line per archived message, oldest first, read in keyset pages."""
+def history_export(
+    *, session: Session, chunk_size: int = 2000, page_check: Callable[[], None] | None = None
+) -> Iterator[str]:
+    """One JSON line per archived message, oldest first, read in keyset pages. `page_check`, called
+    after each page is read and before its lines are given, may raise to stop the export."""
     after_id = 0
     while True:
         page = list(
@@ -272,6 +275,8 @@ def history_export(*, session: Session, chunk_size: int = 2000) -> Iterator[str]
             .order_by("id")
             .values_list("id", "role", "content", "created_at")[:chunk_size]
         )
+        if page_check is not None:
+            page_check()
         if not page:
             return
         for message_id, role, content, created_at in page:

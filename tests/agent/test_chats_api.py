@@ -140,6 +140,37 @@ def test_export_downloads_what_export_history_writes_named_after_title_and_day(a
     assert lines[-1]["note"]["content"] == "window seat"
 
 
+def test_an_export_while_the_chat_is_being_deleted_is_refused_and_while_a_turn_runs_is_not(api, user):
+    from agent.chats import DELETION_MARK
+
+    session = _chat(user, "trip", "plan the trip")
+    lease_id = turn_lease_acquire(session=session)  # a turn runs: the export shows what is archived
+    assert api.get("/chats/export?chat_id=trip").status_code == 200
+    Session.objects.filter(pk=session.pk).update(turn_lease_id="", turn_lease_expires_at=None)
+    assert lease_id
+    turn_lease_acquire(session=session, lease_id=DELETION_MARK + "0" * 24)  # a deletion holds the chat
+    response = api.get("/chats/export?chat_id=trip")
+    assert response.status_code == 409
+    assert response.json()["code"] == "conflict" and "being deleted" in response.json()["detail"]
+
+
+def test_a_deletion_that_starts_while_an_export_is_read_stops_it(user, monkeypatch):
+    """The export reads the whole chat before a byte goes out: a deletion under way meanwhile (its
+    first batches already gone) makes it ChatBeingDeleted, never a file without them."""
+    from functools import partial
+
+    import agent.chats
+    from agent.chats import ChatBeingDeleted, chat_delete, chat_export_lines
+
+    session = _chat(user, "trip", *(f"message {n}" for n in range(6)))
+    monkeypatch.setattr(agent.chats, "history_export", partial(agent.chats.history_export, chunk_size=2))
+    lines = chat_export_lines(session=session)
+    assert [json.loads(next(lines))["content"][0]["text"] for _ in range(2)] == ["message 0", "message 1"]
+    chat_delete(user=user, chat=ChatRef(agent="buddy", chat_id="trip"))
+    with pytest.raises(ChatBeingDeleted):
+        list(lines)
+
+
 def test_an_untitled_chat_exports_under_its_chat_id(api, user):
     session = _chat(user, "a.b:c", "hi")
     session.title = ""
