@@ -1,7 +1,7 @@
 """daphne, with a WebSocket protocol that bounds what one socket can make the server hold.
 
 Run it as daphne itself: `python -m buddy.server -b 127.0.0.1 -p 8000 buddy.asgi:application`
-(`manage.py serve` does). Two things change against daphne's own protocol (README: Settings;
+(`manage.py serve` does). Three things change against daphne's own protocol (README: Settings;
 docs/security.md):
 
 - Reading. daphne's autobahn fails a message over 1 MiB, and a text message that is not valid

@@ -282,7 +282,7 @@ BUDDY_MAX_PROMPT_TOKENS = env_int("BUDDY_MAX_PROMPT_TOKENS", BUDDY_CONTEXT_TOKEN
 BUDDY_MAX_TOOL_ROUNDS = env_int("BUDDY_MAX_TOOL_ROUNDS", 8)
 BUDDY_SUMMARIES = os.environ.get("BUDDY_SUMMARIES", "on").strip().lower() not in {"off", "0", "false", "no"}
 BUDDY_SUMMARY_TOKENS = env_int("BUDDY_SUMMARY_TOKENS", 2000)
-# Most tokens of memory notes shown in full in the context block (docs/memory.md).
+# Most tokens of the memory notes' part of the context block, list and full texts together (docs/memory.md).
 BUDDY_NOTES_TOKENS = env_int("BUDDY_NOTES_TOKENS", 2000)
 # Limits (README, Limits; docs/security.md). 0 turns a rate limit off.
 BUDDY_PROMPTS_PER_MINUTE = env_int("BUDDY_PROMPTS_PER_MINUTE", 20)  # per user, HTTP and WebSocket together
@@ -325,8 +325,8 @@ BUDDY_WS_SEND_BUFFER_BYTES = env_int("BUDDY_WS_SEND_BUFFER_BYTES", 4 * 1024 * 10
 BUDDY_DELTA_INTERVAL = env_float("BUDDY_DELTA_INTERVAL", 0.05)
 # Tool calls run from one model response; the rest get an is_error result saying why.
 BUDDY_MAX_TOOL_CALLS = env_int("BUDDY_MAX_TOOL_CALLS", 50)
-# Threads that run WebSocket turns (model calls wait on the network there), apart from the pool that
-# serves replays and other quick database work.
+# Threads that run turns, over HTTP and the WebSocket (model calls wait on the network there), apart
+# from the pool that serves replays and other quick database work.
 BUDDY_TURN_THREADS = env_int("BUDDY_TURN_THREADS", 64)
 # Of those, how many work at once outside the model call (agent/threads.py); the others wait for a slot.
 BUDDY_TURN_SLOTS = env_int("BUDDY_TURN_SLOTS", 1)

@@ -97,12 +97,15 @@ class UserMessageFrame(_ServerFrame):
 
 
 class ToolUseFrame(_ServerFrame):
-    """The model called a tool (`id` as in the archive, so a reload shows the same turn)."""
+    """The model called a tool (`id` as in the archive, so a reload shows the same turn). A call the
+    Messages API would not take back in the next request is archived and shown as one it takes: a fresh
+    id for an invalid or repeated one, `unnamed_tool` for a missing name, `{}` for an input that is not
+    an object (that call is answered with an error, not run)."""
 
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str
-    input: Any = Field(description="The tool's input, as the model wrote it.")
+    input: Any = Field(description="The tool's input, as the model wrote it (`{}` for one that is not an object).")
 
 
 class ToolResultFrame(_ServerFrame):

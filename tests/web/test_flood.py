@@ -86,7 +86,7 @@ async def test_a_prompt_flood_past_the_rate_limit_writes_nothing_and_another_use
                 await flooder.send_json_to({"type": "prompt", "text": f"flood {index}"})
             codes = await refusals(flooder, FLOOD)
         assert set(codes) == {"rate_limited"}
-        assert writes(sql) == []  # the old way: one counter UPDATE per refused frame
+        assert writes(sql) == []  # one counter UPDATE per refused frame would show here
         await neighbour.send_json_to({"type": "prompt", "text": "hello during the flood"})
         reply = await frames_until(neighbour, "assistant_message")
         assert "hello during the flood" in reply[-1]["text"]
