@@ -97,6 +97,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "buddy.csp.ContentSecurityPolicyMiddleware",
+    "buddy.admin_lookups.AdminListFilterErrors",
 ]
 
 ROOT_URLCONF = "buddy.urls"
