@@ -118,7 +118,11 @@ class NoteRestoreIn(NoteChatIn):
     )
 
     version_id: int = Field(
-        None, ge=1, le=2**63 - 1, description="A version's `id` from `/memory/notes/versions`: restores its text."
+        None,
+        ge=1,
+        le=2**63 - 1,
+        strict=True,  # a JSON integer: `true` is not version 1
+        description="A version's `id` from `/memory/notes/versions`: restores its text.",
     )
     scope: Scope = Field(None, description="With `path`: restores the deleted note at that path.")
     path: NotePathParam = None  # type: ignore[assignment]
