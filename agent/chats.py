@@ -24,9 +24,8 @@ from __future__ import annotations
 import tempfile
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, timedelta
+from datetime import UTC
 
-from django.conf import settings
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.contenttypes.models import ContentType
@@ -36,11 +35,10 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from agent.models import IdempotencyKey, ScheduledPrompt
-from agent.turn import LEASE_FIELD, turn_lease_acquire
+from agent.turn import turn_lease_acquire, turn_lease_ended, turn_lease_hold
 from canvas.models import CanvasState
 from conversations.errors import Conflict
 from conversations.history_io import history_export
-from conversations.leases import lease_renew
 from conversations.models import Message, ModelCall, Session
 from conversations.refs import ChatRef
 from conversations.selectors import session_require
@@ -62,7 +60,7 @@ class ChatBeingDeleted(Conflict):
 
 
 EXPORT_FILE_TITLE_CHARS = 60
-EXPORT_SPOOL_BYTES = 8 * 1024 * 1024  # an export is kept in memory up to this size, then on disk
+EXPORT_SPOOL_BYTES = 1024 * 1024  # an export is kept in memory up to this size, then on disk
 
 
 def chat_rename(*, user: AbstractBaseUser, chat: ChatRef, title: str) -> Session:
@@ -106,11 +104,16 @@ def chat_delete(*, user: AbstractBaseUser, chat: ChatRef) -> None:
     commits, the chat's sockets get `chat_deleted` and every socket of the user `chats_changed`."""
     session = session_require(user=user, chat=chat)
     lease_id = turn_lease_acquire(session=session, lease_id=DELETION_MARK + uuid.uuid4().hex[:24])
-    lease = Session.objects.filter(pk=session.pk, turn_lease_id=lease_id)
+    # Renewed by a heartbeat, as a turn's, however long a batch waits for the database. Never released:
+    # a finished deletion leaves no session, and one cut short leaves its mark for exports to refuse.
+    turn_lease_hold(session=session, lease_id=lease_id)
+    try:
+        _chat_delete_held(session)
+    finally:
+        turn_lease_ended(lease_id)
 
-    def still_ours() -> None:
-        lease_renew(lease, field=LEASE_FIELD, ttl=timedelta(seconds=settings.BUDDY_TURN_LEASE_SECONDS))
 
+def _chat_delete_held(session: Session) -> None:
     with transaction.atomic():
         ScheduledPrompt.objects.filter(
             user_id=session.user_id, agent_id=session.agent_id, chat_id=session.chat_id
@@ -123,11 +126,11 @@ def chat_delete(*, user: AbstractBaseUser, chat: ChatRef) -> None:
         CanvasState.objects.filter(session=session).delete()
     _in_batches(
         MessageVector.objects.filter(session=session),
-        action=lambda ids: (MessageVector.objects.filter(pk__in=ids).delete(), still_ours()),
+        action=lambda ids: MessageVector.objects.filter(pk__in=ids).delete(),
     )
     _in_batches(
         Message.objects.filter(session=session),
-        action=lambda ids: (Message.objects.filter(pk__in=ids).delete(), still_ours()),
+        action=lambda ids: Message.objects.filter(pk__in=ids).delete(),
     )
     _in_batches(
         ModelCall.objects.filter(session=session),
@@ -156,12 +159,11 @@ def chat_export_name(*, session: Session) -> str:
 
 
 def chat_export_check(*, session: Session) -> None:
-    """Raise ChatBeingDeleted when the chat is gone or a deletion holds its lease. A deletion takes the
-    lease before it deletes anything, so rows read before a check that passes were read whole."""
-    deleting = Session.objects.filter(
-        pk=session.pk, turn_lease_id__startswith=DELETION_MARK, turn_lease_expires_at__gte=timezone.now()
-    )
-    if deleting.exists() or not Session.objects.filter(pk=session.pk).exists():
+    """Raise ChatBeingDeleted when the chat is gone or a deletion took its lease, even one whose lease
+    has expired (a deletion cut short: the chat is half deleted until it is deleted again). A deletion
+    takes the lease before it deletes anything, so rows read before a check that passes were read whole."""
+    state = Session.objects.filter(pk=session.pk).values_list("turn_lease_id", flat=True).first()
+    if state is None or state.startswith(DELETION_MARK):
         raise ChatBeingDeleted()
 
 

@@ -3,6 +3,7 @@ domain exceptions, which buddy/api.py answers with their status and the one `Err
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator, Iterator
 
 from asgiref.sync import sync_to_async
@@ -100,9 +101,13 @@ def chat_export(request: HttpRequest, query: Query[ChatIn]) -> HttpResponse:
     download. 404 for an unknown chat or another user's; 409 for a chat being deleted (never a file
     that ends early)."""
     session = selectors.session_require(user=request.user, chat=query.chat)
-    blocks = _blocks(chat_export_file(session=session))
+    exported = chat_export_file(session=session)
+    size = exported.seek(0, io.SEEK_END)
+    exported.seek(0)
+    blocks = _blocks(exported)
     content = _streamed(blocks) if isinstance(request, ASGIRequest) else blocks
     response = StreamingHttpResponse(content, content_type="application/x-ndjson; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{chat_export_name(session=session)}"'
+    response["Content-Length"] = str(size)
     response["Cache-Control"] = "no-store"
     return response

@@ -185,6 +185,12 @@ def turn_lease_hold(*, session: Session, lease_id: str) -> None:
     heartbeat.start()
 
 
+def turn_lease_ended(lease_id: str) -> None:
+    """Stop the heartbeat of a lease taken with turn_lease_hold, and count its chat as running here no
+    more, without giving the lease back (it expires): for a holder that leaves nothing to give back to."""
+    _turn_here_end(lease_id)
+
+
 def _turn_here_end(lease_id: str) -> None:
     with _turns_here_lock:
         held = _heartbeats.pop(lease_id, None)
@@ -436,7 +442,7 @@ def _turn_steps(
             raise ModelFailed(str(exc)) from exc
         deltas.flush()
         _record_call(session, model_for(session), reply, prompt=prompt, started=started)
-        content, inputs_refused = _archivable(reply)
+        content, inputs_refused = _archivable(reply, taken=_tool_use_ids(window.messages))
         if not content:
             break
         tool_uses = [block for block in content if block.get("type") == "tool_use"]
@@ -490,12 +496,23 @@ def _turn_steps(
     )
 
 
-def _archivable(reply: ModelReply) -> tuple[list[dict], set[str]]:
+def _tool_use_ids(messages: list[dict]) -> set[str]:
+    """The ids of the tool calls in messages as sent (a call may not reuse one: the API refuses it)."""
+    return {
+        block["id"]
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("id"), str)
+    }
+
+
+def _archivable(reply: ModelReply, *, taken: set[str] = frozenset()) -> tuple[list[dict], set[str]]:
     """What of a reply may be archived: no empty text blocks; when cut short, text only (a tool_use
     that was still streaming is incomplete and was never run); no NUL or lone surrogate, which no
     database stores (a model can be made to write them, e.g. in a tool's input); tool calls the Messages
-    API takes back in the next request (_tool_uses_sendable). Also returns the ids of the calls whose
-    input was not an object."""
+    API takes back in the next request (_tool_uses_sendable; `taken`: the ids of the calls the request
+    already held). Also returns the ids of the calls whose input was not an object."""
     content = json_text_cleaned(reply.content)
     blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text", "").strip())]
     if reply.stopped_early:
@@ -504,16 +521,16 @@ def _archivable(reply: ModelReply) -> tuple[list[dict], set[str]]:
         if block.get("type") == "text":
             for key in [k for k in block if k not in {"type", "text"}]:
                 block.pop(key)
-    return blocks, _tool_uses_sendable(blocks)
+    return blocks, _tool_uses_sendable(blocks, taken=taken)
 
 
-def _tool_uses_sendable(blocks: list[dict]) -> set[str]:
+def _tool_uses_sendable(blocks: list[dict], *, taken: set[str] = frozenset()) -> set[str]:
     """Make every tool_use in `blocks` one the Messages API accepts back, whatever the model wrote, so
     that no later request of the chat is refused for it: an id that is not of A-Z a-z 0-9 _ - (or
-    repeats one of this reply) becomes a fresh one, so each call is run and answered on its own; a
+    repeats one of this reply, or one of `taken`) becomes a fresh one, so each call is run and answered on its own; a
     missing or empty name becomes `unnamed_tool` (an unknown tool, answered as such); an input that is
     not an object becomes `{}`. Returns the ids of the calls whose input was not an object."""
-    seen: set[str] = set()
+    seen: set[str] = set(taken)
     inputs_refused: set[str] = set()
     for block in blocks:
         if block.get("type") != "tool_use":

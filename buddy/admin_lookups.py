@@ -8,9 +8,13 @@ database runs it: a NUL character in a text filter on PostgreSQL (`?role=%00`), 
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib.admin.views.main import ERROR_FLAG
 from django.db import DataError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+
+logger = logging.getLogger(__name__)
 
 
 class AdminListFilterErrors:
@@ -22,10 +26,13 @@ class AdminListFilterErrors:
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         match = request.resolver_match
+        if request.method not in {"GET", "HEAD"}:
+            return None  # an action posted from the list: its failure is a failure
         if match is None or match.app_name != "admin" or not (match.url_name or "").endswith("_changelist"):
             return None
         if not isinstance(exception, DataError | ValueError | OverflowError):
             return None
         if set(request.GET) <= {ERROR_FLAG}:
             return None  # the list without filters failed: not a filter's doing
+        logger.warning("admin list %s failed with its filters; shown without them", request.path, exc_info=exception)
         return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")

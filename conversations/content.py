@@ -258,8 +258,8 @@ def _validate_block(role: str, index: int, block: Any) -> None:
     if kind == "text" and (not isinstance(block.get("text"), str) or not block["text"]):
         raise ValueError(f"text block {index} needs a non-empty 'text'")
     if kind == "tool_use":
-        if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
-            raise ValueError(f"tool_use block {index} needs an 'id' and a 'name'")
+        if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str) or not block["name"]:
+            raise ValueError(f"tool_use block {index} needs an 'id' and a non-empty 'name'")
         if not TOOL_USE_ID_RE.fullmatch(block["id"]):
             raise ValueError(f"tool_use block {index}: an id is 1-128 characters of A-Z a-z 0-9 _ -")
         if not isinstance(block.get("input"), dict):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from conversations.content import dumps_compact, estimate_tokens
+from conversations.content import TOOL_USE_ID_RE, dumps_compact, estimate_tokens
 from conversations.window.blocks import (
     EMPTY_REPLY,
     EMPTY_USER_MESSAGE,
@@ -99,6 +99,7 @@ def _reference_blocks(row: Archived, cap: int) -> list[dict[str, Any]]:
             if (
                 row.role != "assistant"
                 or not isinstance(tool_id, str)
+                or not TOOL_USE_ID_RE.fullmatch(tool_id)
                 or tool_id in tool_ids
                 or not isinstance(block.get("name"), str)
                 or not block["name"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from channels.db import database_sync_to_async
@@ -132,6 +132,7 @@ def test_export_downloads_what_export_history_writes_named_after_title_and_day(a
     assert response["Content-Type"].startswith("application/x-ndjson")
     assert response["Content-Disposition"] == 'attachment; filename="lisbon-may-trip-2026-05-03.jsonl"'
     body = b"".join(response.streaming_content).decode()
+    assert response["Content-Length"] == str(len(body.encode()))
     out = io.StringIO()
     call_command("export_history", "--user", "alice", "--chat-id", "trip:2026", stdout=out)
     assert body == out.getvalue()
@@ -152,6 +153,11 @@ def test_an_export_while_the_chat_is_being_deleted_is_refused_and_while_a_turn_r
     response = api.get("/chats/export?chat_id=trip")
     assert response.status_code == 409
     assert response.json()["code"] == "conflict" and "being deleted" in response.json()["detail"]
+    # A deletion cut short (its process died): its lease expires, the chat stays half deleted, and its
+    # exports are refused until it is deleted again.
+    Session.objects.filter(pk=session.pk).update(turn_lease_expires_at=timezone.now() - timedelta(minutes=1))
+    assert api.get("/chats/export?chat_id=trip").status_code == 409
+    assert api.delete("/chats?chat_id=trip").status_code == 204
 
 
 def test_a_deletion_that_starts_while_an_export_is_read_stops_it(user, monkeypatch):

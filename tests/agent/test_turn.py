@@ -450,3 +450,16 @@ def test_an_archived_tool_call_the_provider_would_refuse_is_sent_as_a_note(model
     assert turn_run(session=session, text="hello?").reply == "Here again."
     sent = all_request_text(model.requests[-1])
     assert "tool call toolu_old (canvas_add_card) not sent: invalid here" in sent
+
+
+def test_a_tool_call_reusing_an_id_of_the_window_gets_a_fresh_one(model, session):
+    """The API refuses a request whose tool_use ids repeat, across messages too."""
+    model.queue_tool_call("canvas_add_card", {"id": "c1", "title": "One"}, id="toolu_same")
+    model.queue_tool_call("canvas_add_card", {"id": "c2", "title": "Two"}, id="toolu_same")
+    model.queue_text("two cards")
+    assert turn_run(session=session, text="two cards, one by one").reply == "two cards"
+    calls = [m.content[0]["id"] for m in Message.objects.filter(role="assistant").order_by("id")[:2]]
+    assert calls[0] == "toolu_same" and calls[1] != "toolu_same"
+    assert [e["id"] for e in CanvasState.objects.get().elements] == ["c1", "c2"]
+    model.queue_text("Still here.")
+    assert turn_run(session=session, text="and now?").reply == "Still here."
