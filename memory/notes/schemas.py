@@ -121,11 +121,17 @@ class NoteRestoreIn(NoteChatIn):
         None,
         ge=1,
         le=2**63 - 1,
-        strict=True,  # a JSON integer: `true` is not version 1
         description="A version's `id` from `/memory/notes/versions`: restores its text.",
     )
     scope: Scope = Field(None, description="With `path`: restores the deleted note at that path.")
     path: NotePathParam = None  # type: ignore[assignment]
+
+    @field_validator("version_id", mode="before")
+    @classmethod
+    def _not_a_boolean(cls, value: object) -> object:
+        if isinstance(value, bool):  # a JSON `true` is not version 1
+            raise ValueError("must be an integer, not true or false")
+        return value
 
     @field_validator("path")
     @classmethod
