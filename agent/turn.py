@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -442,7 +442,7 @@ def _turn_steps(
             raise ModelFailed(str(exc)) from exc
         deltas.flush()
         _record_call(session, model_for(session), reply, prompt=prompt, started=started)
-        content, inputs_refused = _archivable(reply, taken=_tool_use_ids(window.messages))
+        content, inputs_refused = _archivable(reply, sent=window.messages)
         if not content:
             break
         tool_uses = [block for block in content if block.get("type") == "tool_use"]
@@ -496,7 +496,7 @@ def _turn_steps(
     )
 
 
-def _tool_use_ids(messages: list[dict]) -> set[str]:
+def _tool_use_ids(messages: Sequence[dict]) -> set[str]:
     """The ids of the tool calls in messages as sent (a call may not reuse one: the API refuses it)."""
     return {
         block["id"]
@@ -507,12 +507,12 @@ def _tool_use_ids(messages: list[dict]) -> set[str]:
     }
 
 
-def _archivable(reply: ModelReply, *, taken: set[str] = frozenset()) -> tuple[list[dict], set[str]]:
+def _archivable(reply: ModelReply, *, sent: Sequence[dict] = ()) -> tuple[list[dict], set[str]]:
     """What of a reply may be archived: no empty text blocks; when cut short, text only (a tool_use
     that was still streaming is incomplete and was never run); no NUL or lone surrogate, which no
     database stores (a model can be made to write them, e.g. in a tool's input); tool calls the Messages
-    API takes back in the next request (_tool_uses_sendable; `taken`: the ids of the calls the request
-    already held). Also returns the ids of the calls whose input was not an object."""
+    API takes back in the next request (_tool_uses_sendable; `sent`: the messages the request held).
+    Also returns the ids of the calls whose input was not an object."""
     content = json_text_cleaned(reply.content)
     blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text", "").strip())]
     if reply.stopped_early:
@@ -521,7 +521,9 @@ def _archivable(reply: ModelReply, *, taken: set[str] = frozenset()) -> tuple[li
         if block.get("type") == "text":
             for key in [k for k in block if k not in {"type", "text"}]:
                 block.pop(key)
-    return blocks, _tool_uses_sendable(blocks, taken=taken)
+    if not any(block.get("type") == "tool_use" for block in blocks):
+        return blocks, set()
+    return blocks, _tool_uses_sendable(blocks, taken=_tool_use_ids(sent))
 
 
 def _tool_uses_sendable(blocks: list[dict], *, taken: set[str] = frozenset()) -> set[str]:
