@@ -9,6 +9,7 @@ itself.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,19 +87,28 @@ def _run_writing(session: Session, name: str, tool_input: dict[str, Any], source
     return ToolOutcome(f"Unknown tool {name!r}. The tools are: {known}.", is_error=True)
 
 
-def tool_round_run(*, session: Session, tool_uses: list[dict[str, Any]], source: Message | None = None) -> Message:
+def tool_round_run(
+    *,
+    session: Session,
+    tool_uses: list[dict[str, Any]],
+    source: Message | None = None,
+    refused: Mapping[str, str] | None = None,
+) -> Message:
     """Run the tool_uses of the assistant message `source`, at most BUDDY_MAX_TOOL_CALLS of them (the writes
     share one transaction, and on SQLite one write lock: a response of a thousand calls must not hold
-    it for seconds); archive and return the tool_result message, which answers every tool_use."""
-    outcomes: dict[str, ToolOutcome] = {}
+    it for seconds); archive and return the tool_result message, which answers every tool_use. The
+    calls `refused` names are answered with its error text instead of being run."""
+    outcomes = {tool_id: ToolOutcome(text, is_error=True) for tool_id, text in (refused or {}).items()}
     limit = settings.BUDDY_MAX_TOOL_CALLS
-    for block in tool_uses[limit:]:
+    for block in [block for block in tool_uses[limit:] if block["id"] not in outcomes]:
         outcomes[block["id"]] = ToolOutcome(
             f"Not run: one response may make at most {limit} tool calls and this one made {len(tool_uses)}. "
             "Make the calls that were not run in your next response.",
             is_error=True,
         )
     for block in tool_uses[:limit]:
+        if block["id"] in outcomes:
+            continue
         if not isinstance(block.get("input"), dict):
             outcomes[block["id"]] = ToolOutcome("The tool input must be a JSON object.", is_error=True)
         elif block["name"] in MEMORY_TOOLS:

@@ -442,7 +442,7 @@ def _turn_steps(
             raise ModelFailed(str(exc)) from exc
         deltas.flush()
         _record_call(session, model_for(session), reply, prompt=prompt, started=started)
-        content, inputs_refused = _archivable(reply, sent=window.messages)
+        content, refused = _archivable(reply, sent=window.messages)
         if not content:
             break
         tool_uses = [block for block in content if block.get("type") == "tool_use"]
@@ -463,9 +463,7 @@ def _turn_steps(
             break
         for block in tool_uses:
             push_frame(session, ToolUseFrame(id=block["id"], name=block["name"], input=block["input"]))
-        # A call whose input was not an object is archived with `{}` and answered with an error, not run.
-        run = [{**block, "input": None} if block["id"] in inputs_refused else block for block in tool_uses]
-        results = tool_round_run(session=session, tool_uses=run, source=last_message)
+        results = tool_round_run(session=session, tool_uses=tool_uses, source=last_message, refused=refused)
         for block in results.content:
             push_frame(
                 session,
@@ -507,12 +505,20 @@ def _tool_use_ids(messages: Sequence[dict]) -> set[str]:
     }
 
 
-def _archivable(reply: ModelReply, *, sent: Sequence[dict] = ()) -> tuple[list[dict], set[str]]:
+# Why a call the model made is answered with an error instead of being run (_tool_uses_sendable).
+NOT_AN_OBJECT = "The tool input must be a JSON object."
+CUT_OFF = (
+    "Not run: your response reached its output token limit while you were writing this call, so its "
+    "input is incomplete. Make the call again with a shorter input, or in several calls."
+)
+
+
+def _archivable(reply: ModelReply, *, sent: Sequence[dict] = ()) -> tuple[list[dict], dict[str, str]]:
     """What of a reply may be archived: no empty text blocks; when cut short, text only (a tool_use
     that was still streaming is incomplete and was never run); no NUL or lone surrogate, which no
     database stores (a model can be made to write them, e.g. in a tool's input); tool calls the Messages
     API takes back in the next request (_tool_uses_sendable; `sent`: the messages the request held).
-    Also returns the ids of the calls whose input was not an object."""
+    Also returns the calls to answer with an error instead of running them, by id, with why."""
     content = json_text_cleaned(reply.content)
     blocks = [b for b in content if not (b.get("type") == "text" and not b.get("text", "").strip())]
     if reply.stopped_early:
@@ -522,18 +528,22 @@ def _archivable(reply: ModelReply, *, sent: Sequence[dict] = ()) -> tuple[list[d
             for key in [k for k in block if k not in {"type", "text"}]:
                 block.pop(key)
     if not any(block.get("type") == "tool_use" for block in blocks):
-        return blocks, set()
-    return blocks, _tool_uses_sendable(blocks, taken=_tool_use_ids(sent))
+        return blocks, {}
+    refused = _tool_uses_sendable(blocks, taken=_tool_use_ids(sent))
+    last = blocks[-1]
+    if reply.stop_reason == "max_tokens" and last.get("type") == "tool_use":
+        refused[last["id"]] = CUT_OFF  # the call it was writing: its input is what had arrived
+    return blocks, refused
 
 
-def _tool_uses_sendable(blocks: list[dict], *, taken: set[str] = frozenset()) -> set[str]:
+def _tool_uses_sendable(blocks: list[dict], *, taken: set[str] = frozenset()) -> dict[str, str]:
     """Make every tool_use in `blocks` one the Messages API accepts back, whatever the model wrote, so
     that no later request of the chat is refused for it: an id that is not of A-Z a-z 0-9 _ - (or
     repeats one of this reply, or one of `taken`) becomes a fresh one, so each call is run and answered on its own; a
     missing or empty name becomes `unnamed_tool` (an unknown tool, answered as such); an input that is
-    not an object becomes `{}`. Returns the ids of the calls whose input was not an object."""
+    not an object becomes `{}`, and that call is not run. Returns why, by id, for the calls not to run."""
     seen: set[str] = set(taken)
-    inputs_refused: set[str] = set()
+    refused: dict[str, str] = {}
     for block in blocks:
         if block.get("type") != "tool_use":
             continue
@@ -545,8 +555,8 @@ def _tool_uses_sendable(blocks: list[dict], *, taken: set[str] = frozenset()) ->
             block["name"] = "unnamed_tool"
         if not isinstance(block.get("input"), dict):
             block["input"] = {}
-            inputs_refused.add(tool_id)
-    return inputs_refused
+            refused[tool_id] = NOT_AN_OBJECT
+    return refused
 
 
 def _record_call(

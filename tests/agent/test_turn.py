@@ -463,3 +463,23 @@ def test_a_tool_call_reusing_an_id_of_the_window_gets_a_fresh_one(model, session
     assert [e["id"] for e in CanvasState.objects.get().elements] == ["c1", "c2"]
     model.queue_text("Still here.")
     assert turn_run(session=session, text="and now?").reply == "Still here."
+
+
+def test_a_tool_call_cut_off_by_the_output_limit_is_not_run_and_the_model_is_told(model, session):
+    """Its input is whatever had arrived when the limit struck: a card with half a body, a note with half
+    its text. The calls before it in the reply were whole, and run."""
+    model.queue_reply(
+        [
+            {"type": "tool_use", "id": "toolu_whole", "name": "canvas_add_card", "input": {"id": "a", "title": "A"}},
+            {"type": "tool_use", "id": "toolu_cut", "name": "canvas_add_card", "input": {"id": "b", "title": "B"}},
+        ],
+        stop_reason="max_tokens",
+    )
+    model.queue_text("I will keep it shorter.")
+    assert turn_run(session=session, text="two cards").reply == "I will keep it shorter."
+    results = Message.objects.order_by("id")[2].content
+    assert [r["tool_use_id"] for r in results] == ["toolu_whole", "toolu_cut"]
+    assert "is_error" not in results[0] and results[1]["is_error"] is True
+    assert "output token limit" in results[1]["content"]
+    assert [e["id"] for e in CanvasState.objects.get().elements] == ["a"]
+    assert model.requests[-1]["body"]["messages"][-1]["content"][1]["is_error"] is True  # the model is told
