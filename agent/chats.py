@@ -15,7 +15,7 @@ deletion cut short (a crash) leaves the chat listed with what was not yet delete
 again finishes the job.
 
 An export never gives a chat half deleted: the whole chat is read before its first byte is sent, and
-the export is refused (ChatBeingDeleted) when a deletion held the lease at any point of that read
+the export is refused (ChatBeingDeleted) when a deletion took the lease before that read ended
 (chat_export_file).
 """
 
@@ -169,11 +169,11 @@ def chat_export_check(*, session: Session) -> None:
 
 def chat_export_lines(*, session: Session) -> Iterator[str]:
     """The chat as `export_history` writes it: one JSON line per message, oldest first, then one per
-    chat note, each ending in a newline. Read page by page as it is consumed; each page is checked
-    after it is read (chat_export_check), and the notes too, so a deletion that starts meanwhile
-    stops the lines with ChatBeingDeleted instead of letting them end without the rows it deleted."""
+    chat note, each ending in a newline, read page by page as it is consumed. Checked before the first
+    read and after the last (chat_export_check): a deletion that took the lease meanwhile ends the lines
+    with ChatBeingDeleted instead of letting them end without the rows it deleted."""
     chat_export_check(session=session)
-    for line in history_export(session=session, page_check=lambda: chat_export_check(session=session)):
+    for line in history_export(session=session):
         yield line + "\n"
     notes = list(note_lines_export(session=session))
     chat_export_check(session=session)

@@ -30,6 +30,7 @@ from memory.notes.proposals import ELEMENT_ID_PREFIX
 from memory.tools import MEMORY_TOOL_DEFINITIONS, MemoryToolError, memory_tool_run
 
 MEMORY_TOOLS = {"search_history", "get_messages_by_date", "get_extended_context"}
+NOT_AN_OBJECT = "The tool input must be a JSON object."  # the answer to a call whose input is not one
 assert ELEMENT_ID_PREFIX.startswith(RESERVED_ID_PREFIX), "the memory's questions need ids no canvas tool may touch"
 
 
@@ -110,7 +111,7 @@ def tool_round_run(
         if block["id"] in outcomes:
             continue
         if not isinstance(block.get("input"), dict):
-            outcomes[block["id"]] = ToolOutcome("The tool input must be a JSON object.", is_error=True)
+            outcomes[block["id"]] = ToolOutcome(NOT_AN_OBJECT, is_error=True)
         elif block["name"] in MEMORY_TOOLS:
             outcomes[block["id"]] = _run_read_only(session, block["name"], block["input"])
     with transaction.atomic():

@@ -28,7 +28,7 @@ from django_q.tasks import async_task
 from agent.llm import ModelError, ModelReply, model_client
 from agent.prompt import model_for, request_build
 from agent.threads import after_answer, turn_slot_lent
-from agent.tools import tool_round_run
+from agent.tools import NOT_AN_OBJECT, tool_round_run
 from conversations.bursts import Bursts
 from conversations.connections import connection_lend_back
 from conversations.content import (
@@ -506,7 +506,6 @@ def _tool_use_ids(messages: Sequence[dict]) -> set[str]:
 
 
 # Why a call the model made is answered with an error instead of being run (_tool_uses_sendable).
-NOT_AN_OBJECT = "The tool input must be a JSON object."
 CUT_OFF = (
     "Not run: your response reached its output token limit while you were writing this call, so its "
     "input is incomplete. Make the call again with a shorter input, or in several calls."

@@ -263,11 +263,8 @@ def history_import(
         return imported
 
 
-def history_export(
-    *, session: Session, chunk_size: int = 2000, page_check: Callable[[], None] | None = None
-) -> Iterator[str]:
-    """One JSON line per archived message, oldest first, read in keyset pages. `page_check`, called
-    after each page is read and before its lines are given, may raise to stop the export."""
+def history_export(*, session: Session, chunk_size: int = 2000) -> Iterator[str]:
+    """One JSON line per archived message, oldest first, read in keyset pages."""
     after_id = 0
     while True:
         page = list(
@@ -275,8 +272,6 @@ def history_export(
             .order_by("id")
             .values_list("id", "role", "content", "created_at")[:chunk_size]
         )
-        if page_check is not None:
-            page_check()
         if not page:
             return
         for message_id, role, content, created_at in page:
