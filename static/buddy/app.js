@@ -384,7 +384,8 @@ class BuddyApp {
     if (!error) {
       // The socket has shown the turn as it ran; if it was away, the answer ends it here instead.
       this.turn.settlePending();
-      this.onAssistantMessage({ text: data?.reply ?? "", message_id: data?.message_id ?? null });
+      this.memory.refresh(); // the turn may have changed a note
+      this.turn.onAnswer({ text: data?.reply ?? "", message_id: data?.message_id ?? null });
       return;
     }
     // On the way to the login page; or a failed model call, which the socket's error frame reports.

@@ -39,10 +39,12 @@ export class LiveTurn {
     this.streamText = "";
     this.turnTexts = []; // text already shown in earlier rows of the running turn (rounds of tool calls)
     this.failureRow = null;
+    this.answeredAhead = null; // the reply an HTTP answer showed before the socket's frames of its turn
   }
 
   /** A prompt sent from this tab: shown at once, marked pending until the server starts it. */
   addPending(text) {
+    this.answeredAhead = null;
     this.finishStream();
     this.pendingRow = userMessage(text, { pending: true });
     this.log.append(this.pendingRow);
@@ -76,6 +78,7 @@ export class LiveTurn {
     const id = idOf(messageId);
     if (id !== null && this.log.hasShown(id)) return;
     if (id !== null) this.log.markShown(id);
+    this.answeredAhead = null; // a new turn: its deltas are its own
     const pending = this.pendingRow;
     const now = new Date().toISOString();
     this.turnTexts = [];
@@ -124,6 +127,8 @@ export class LiveTurn {
   }
 
   onAssistantDelta({ text }) {
+    // The reply is shown already (its HTTP answer came first): its deltas would draw it a second time.
+    if (this.answeredAhead !== null) return;
     this.failureRow = null;
     const row = this.ensureStreamRow();
     this.streamText += asText(text);
@@ -132,11 +137,20 @@ export class LiveTurn {
     this.log.scrollToBottom();
   }
 
+  /** The HTTP answer to a prompt this tab sent: ends its turn here, unless the socket's frames did. */
+  onAnswer(frame) {
+    const id = idOf(frame.message_id);
+    const ahead = id !== null && !this.log.hasShown(id);
+    this.onAssistantMessage(frame);
+    if (ahead) this.answeredAhead = id; // until the socket's own `assistant_message` for it
+  }
+
   onAssistantMessage({ text, message_id: messageId, sources }) {
     const id = idOf(messageId);
     if (id !== null && this.log.hasShown(id)) {
       // Shown already (a prompt sent over HTTP is ended by its answer, which can arrive before the
       // socket's frames): deltas that came after it are the same text again.
+      if (id === this.answeredAhead) this.answeredAhead = null;
       if (this.streamRow && !this.streamRow.dataset.messageId) this.streamRow.remove();
       this.streamRow = null;
       this.streamText = "";

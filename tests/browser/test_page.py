@@ -243,6 +243,32 @@ def test_a_prompt_over_64_kib_within_the_limit_runs_like_any_other(logged_in_pag
     assert log(page).get_by_role("alert").count() == 0
 
 
+def test_a_reply_its_http_answer_showed_first_is_not_drawn_again_by_its_deltas(logged_in_page):
+    """A prompt over HTTP is answered as soon as its turn ends, which can be before the socket's last
+    frames of that turn arrive: its deltas then would draw the reply a second time."""
+    page = logged_in_page
+    page.wait_for_function("() => document.getElementById('connection').dataset.status === 'open'")
+    page.evaluate(
+        """() => {
+            window.buddy.turn.addPending("answered over HTTP");
+            window.buddy.turn.settlePending();
+            window.buddy.turn.onAnswer({ text: "The answer, once.", message_id: 987654 });
+            window.buddy.onFrame({ type: "assistant_delta", text: "The answer, once." });
+        }"""
+    )
+    assert log(page).get_by_text("The answer, once.").count() == 1
+    page.evaluate(
+        """() => window.buddy.onFrame({ type: "assistant_message", text: "The answer, once.", message_id: 987654 })"""
+    )
+    assert log(page).get_by_text("The answer, once.").count() == 1
+    # The next turn's deltas are drawn again.
+    page.evaluate(
+        """() => window.buddy.onFrame({ type: "user_message", text: "from elsewhere", message_id: 987655 })"""
+    )
+    page.evaluate("""() => window.buddy.onFrame({ type: "assistant_delta", text: "A new reply" })""")
+    log(page).get_by_text("A new reply").wait_for()
+
+
 # --- 7: canvas changes are brought into view; focus after answering --------------------------------
 
 
